@@ -1,0 +1,1 @@
+"""ALBERT in PyTorch."""

@@ -1,0 +1,1 @@
+"""The `albert` command line."""
