@@ -1,0 +1,38 @@
+"""Shared test fixtures: paths to the real data fetched by `make data` (scripts/fetch_data.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def data_path(*parts: str) -> Path:
+    """Path under data/; skips the test when it has not been fetched (run `make data`)."""
+    p = DATA.joinpath(*parts)
+    if not p.exists():
+        pytest.skip(f"{p} not fetched (run `make data`)")
+    return p
+
+
+@pytest.fixture
+def minilm_dir() -> Path:
+    return data_path("minilm")
+
+
+@pytest.fixture
+def wiki_dump() -> Path:
+    return data_path("wiki", "enwiki-shortened.xml.bz2")
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    import torch
+
+    torch.manual_seed(0)
+    yield
