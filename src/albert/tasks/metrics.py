@@ -1,0 +1,183 @@
+"""Evaluation metrics, in numpy, as the GLUE leaderboard computes them.
+
+Each function takes predictions and gold labels (any array-likes of equal length) and returns a Python
+float. They are tested against scikit-learn and scipy (tests/unit/test_metrics.py); neither is needed at
+run time.
+
+GLUE task metrics (Wang et al. 2019, Table 1): CoLA Matthews correlation; SST-2, MNLI, QNLI, RTE, WNLI
+accuracy; MRPC and QQP F1 and accuracy; STS-B Pearson and Spearman correlation. The GLUE score averages
+the metrics of a task first, then the tasks (`glue_average`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "accuracy",
+    "f1_binary",
+    "f1_macro",
+    "matthews_corrcoef",
+    "pearson",
+    "spearman",
+    "rankdata",
+    "compute",
+    "glue_average",
+    "METRICS",
+]
+
+
+def _pair(predictions: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
+    p = np.asarray(predictions)
+    y = np.asarray(labels)
+    if p.shape != y.shape:
+        raise ValueError(f"predictions have shape {p.shape} but labels have shape {y.shape}")
+    if p.size == 0:
+        raise ValueError("cannot compute a metric over zero examples")
+    return p, y
+
+
+def accuracy(predictions: Any, labels: Any) -> float:
+    """Fraction of predictions equal to the label."""
+    p, y = _pair(predictions, labels)
+    return float(np.mean(p == y))
+
+
+def _f1(tp: float, fp: float, fn: float) -> float:
+    # sklearn's convention: F1 is 0 when there are no true positives (precision or recall undefined).
+    denom = 2 * tp + fp + fn
+    return 0.0 if tp == 0 else float(2 * tp / denom)
+
+
+def f1_binary(predictions: Any, labels: Any, positive: Any = 1) -> float:
+    """F1 of the positive class (MRPC and QQP: label 1, "paraphrase" / "duplicate")."""
+    p, y = _pair(predictions, labels)
+    tp = float(np.sum((p == positive) & (y == positive)))
+    fp = float(np.sum((p == positive) & (y != positive)))
+    fn = float(np.sum((p != positive) & (y == positive)))
+    return _f1(tp, fp, fn)
+
+
+def f1_macro(predictions: Any, labels: Any) -> float:
+    """Unweighted mean of per-class F1 over the classes present in labels or predictions."""
+    p, y = _pair(predictions, labels)
+    classes = np.unique(np.concatenate([p.ravel(), y.ravel()]))
+    return float(np.mean([f1_binary(p, y, positive=c) for c in classes]))
+
+
+def matthews_corrcoef(predictions: Any, labels: Any) -> float:
+    """Matthews correlation coefficient (multi-class form of Gorodkin 2004, as scikit-learn).
+
+    With C the confusion matrix, t_k the true count and p_k the predicted count of class k, c the number
+    correct and s the total: ``(c*s - sum_k t_k p_k) / sqrt((s^2 - sum_k p_k^2)(s^2 - sum_k t_k^2))``;
+    0 when the denominator is 0 (e.g. a constant prediction), as scikit-learn.
+    """
+    p, y = _pair(predictions, labels)
+    classes, inverse = np.unique(np.concatenate([p.ravel(), y.ravel()]), return_inverse=True)
+    n = p.size
+    pi, yi = inverse[:n], inverse[n:]
+    k = len(classes)
+    conf = np.zeros((k, k), dtype=np.float64)  # (true, predicted)
+    np.add.at(conf, (yi, pi), 1.0)
+    t = conf.sum(axis=1)
+    pk = conf.sum(axis=0)
+    c = np.trace(conf)
+    s = float(n)
+    cov_yp = c * s - float(t @ pk)
+    cov_pp = s * s - float(pk @ pk)
+    cov_yy = s * s - float(t @ t)
+    if cov_pp * cov_yy == 0:
+        return 0.0
+    return float(cov_yp / np.sqrt(cov_pp * cov_yy))
+
+
+def pearson(predictions: Any, labels: Any) -> float:
+    """Pearson correlation; 0 when either side is constant."""
+    p, y = _pair(predictions, labels)
+    x = p.astype(np.float64).ravel() - p.astype(np.float64).mean()
+    z = y.astype(np.float64).ravel() - y.astype(np.float64).mean()
+    denom = np.sqrt(np.dot(x, x) * np.dot(z, z))
+    if denom == 0:
+        return 0.0
+    return float(np.dot(x, z) / denom)
+
+
+def rankdata(values: Any) -> np.ndarray:
+    """Ranks starting at 1, ties getting the average of their ranks (scipy.stats.rankdata 'average')."""
+    a = np.asarray(values, dtype=np.float64).ravel()
+    order = np.argsort(a, kind="mergesort")
+    sorted_a = a[order]
+    # boundaries of runs of equal values
+    new_run = np.concatenate([[True], sorted_a[1:] != sorted_a[:-1]])
+    run_id = np.cumsum(new_run) - 1
+    starts = np.flatnonzero(new_run)
+    ends = np.concatenate([starts[1:], [a.size]])
+    avg_rank = (starts + ends + 1) / 2.0  # mean of ranks start+1 .. end
+    ranks = np.empty(a.size, dtype=np.float64)
+    ranks[order] = avg_rank[run_id]
+    return ranks
+
+
+def spearman(predictions: Any, labels: Any) -> float:
+    """Spearman rank correlation: Pearson correlation of the average ranks."""
+    p, y = _pair(predictions, labels)
+    return pearson(rankdata(p), rankdata(y))
+
+
+METRICS = {
+    "accuracy": accuracy,
+    "f1": f1_binary,
+    "f1_macro": f1_macro,
+    "matthews": matthews_corrcoef,
+    "pearson": pearson,
+    "spearman": spearman,
+}
+"""Metric name -> function(predictions, labels). Task specs name their metrics from this table."""
+
+
+def compute(names: Sequence[str], predictions: Any, labels: Any) -> dict[str, float]:
+    """Compute the named metrics (keys of `METRICS`)."""
+    unknown = [n for n in names if n not in METRICS]
+    if unknown:
+        raise KeyError(f"unknown metric(s) {unknown}; known: {sorted(METRICS)}")
+    return {name: METRICS[name](predictions, labels) for name in names}
+
+
+# The nine tasks of the GLUE score. MNLI counts once, as the mean of matched and mismatched accuracy
+# (the leaderboard shows both and averages them into the MNLI task score); AX is diagnostic only and not
+# part of the score (Wang et al. 2019, Sec. 4).
+GLUE_SCORE_TASKS: tuple[str, ...] = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
+
+
+def task_score(metrics: Mapping[str, float], names: Sequence[str]) -> float:
+    """A task's score: the unweighted mean of its metrics (GLUE paper: "for tasks with multiple metrics,
+    we use an unweighted average of the metrics as the score for the task")."""
+    missing = [n for n in names if n not in metrics]
+    if missing:
+        raise KeyError(f"missing metric(s) {missing} in {dict(metrics)}")
+    return float(np.mean([metrics[n] for n in names]))
+
+
+def glue_average(task_scores: Mapping[str, float]) -> dict[str, Any]:
+    """The GLUE average over the tasks given (scores on a 0-1 scale, see `task_score`).
+
+    ``task_scores`` maps task name -> score; ``mnli`` may be given directly or as ``mnli`` (matched) and
+    ``mnli-mm`` (mismatched), which are averaged. Returns ``{"score", "tasks", "missing"}``: the score is
+    over the tasks present; ``missing`` lists the GLUE tasks absent, so a partial average is never
+    mistaken for the full score.
+    """
+    scores = dict(task_scores)
+    if "mnli-mm" in scores:
+        mm = scores.pop("mnli-mm")
+        scores["mnli"] = (scores["mnli"] + mm) / 2 if "mnli" in scores else mm
+    used = {t: scores[t] for t in GLUE_SCORE_TASKS if t in scores}
+    if not used:
+        raise ValueError(f"no GLUE score task among {sorted(task_scores)}")
+    return {
+        "score": float(np.mean(list(used.values()))),
+        "tasks": used,
+        "missing": [t for t in GLUE_SCORE_TASKS if t not in scores],
+    }
