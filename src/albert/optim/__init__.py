@@ -1,0 +1,74 @@
+"""Optimizers and learning-rate schedules of the original ALBERT recipe.
+
+`build_optimizer` is the one entry point the trainer and the tasks use::
+
+    optimizer = build_optimizer(model, "lamb", lr=0.00176)       # pretraining (run_pretraining.py)
+    optimizer = build_optimizer(model, "adamw", lr=2e-5)         # fine-tuning
+    scheduler = build_scheduler(optimizer, total_steps=125_000, warmup_steps=3125)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from albert.optim.lamb import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_WEIGHT_DECAY, Lamb
+from albert.optim.param_groups import ORIGINAL_EXCLUDE_PATTERNS, excluded_parameter_names, param_groups
+from albert.optim.schedules import WarmupPolyDecay, build_scheduler
+
+OPTIMIZERS: tuple[str, ...] = ("lamb", "adamw", "adamw_original")
+
+__all__ = [
+    "OPTIMIZERS",
+    "Lamb",
+    "WarmupPolyDecay",
+    "build_optimizer",
+    "build_scheduler",
+    "excluded_parameter_names",
+    "param_groups",
+]
+
+
+def build_optimizer(
+    model: nn.Module,
+    name: str,
+    lr: float,
+    *,
+    weight_decay: float = DEFAULT_WEIGHT_DECAY,
+    betas: tuple[float, float] = DEFAULT_BETAS,
+    eps: float = DEFAULT_EPS,
+    exclude_patterns: Sequence[str] = ORIGINAL_EXCLUDE_PATTERNS,
+    fused: bool | None = None,
+) -> torch.optim.Optimizer:
+    """The optimizer ``name`` over ``model``'s trainable parameters, with the original's exclusions.
+
+    Args:
+        model: the module to train.
+        name: ``"lamb"`` (original lamb_optimizer.py), ``"adamw"`` (`torch.optim.AdamW`: Adam *with* bias
+            correction, decoupled weight decay ``w *= 1 - lr * wd``), or ``"adamw_original"`` (the original
+            optimization.py AdamWeightDecayOptimizer: no bias correction, ``w -= lr * (m / (sqrt(v) + eps)
+            + wd * w)``).
+        lr: peak learning rate (the schedule multiplies it).
+        weight_decay: rate for the parameters not excluded (original: 0.01 for both optimizers).
+        betas, eps: Adam moments and epsilon (original: 0.9, 0.999, 1e-6).
+        exclude_patterns: name patterns excluded from weight decay (and from LAMB's trust ratio).
+        fused: for ``adamw``, use the fused kernel (default: on CUDA).
+    """
+    groups = param_groups(model, weight_decay, exclude_patterns)
+    if not groups:
+        raise ValueError("build_optimizer: the model has no trainable parameters")
+    if name == "lamb":
+        return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+    if name == "adamw_original":
+        for g in groups:
+            g["adapt"] = False
+        return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=False)
+    if name == "adamw":
+        if fused is None:
+            fused = all(p.is_cuda for g in groups for p in g["params"])
+        return torch.optim.AdamW(
+            groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused or None
+        )
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")

@@ -1,0 +1,114 @@
+"""Which parameters get weight decay (and, for LAMB, the trust ratio): the original's rule on our names.
+
+The original (optimization.py `create_optimizer`) excludes every variable whose TF name matches one of
+``["LayerNorm", "layer_norm", "bias"]`` (``re.search``) from weight decay, and lamb_optimizer.py uses the
+same list for the layer adaptation. In ALBERT that is: all LayerNorm gammas and betas, every dense bias and
+the MLM / SOP output biases. Our modules are not named "LayerNorm", so a parameter is excluded when
+
+* its name matches one of the original patterns (``bias`` catches ``mlm.bias`` and every ``*.bias``), or
+* it belongs to a normalization module (`torch.nn.LayerNorm`, `torch.nn.RMSNorm`, `torch.nn.GroupNorm`,
+  batch norms, or any module class whose name ends in ``Norm``), or
+* a component of its dotted name is ``norm`` / ends in ``norm`` (our naming: ``embeddings.norm.weight``).
+
+Optionally (``exclude_1d=True``) every parameter with fewer than two dimensions is excluded too; for
+ALBERT and BERT that is the same set (a test checks it), for other modules it may not be.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+
+logger = logging.getLogger(__name__)
+
+# original optimization.py: exclude_from_weight_decay=["LayerNorm", "layer_norm", "bias"]
+ORIGINAL_EXCLUDE_PATTERNS: tuple[str, ...] = ("LayerNorm", "layer_norm", "bias")
+
+_NORM_TYPES: tuple[type[nn.Module], ...] = (
+    nn.LayerNorm,
+    nn.GroupNorm,
+    nn.modules.batchnorm._BatchNorm,
+    nn.modules.instancenorm._InstanceNorm,
+    nn.LocalResponseNorm,
+)
+if hasattr(nn, "RMSNorm"):
+    _NORM_TYPES = (*_NORM_TYPES, nn.RMSNorm)
+
+
+def _is_norm_module(module: nn.Module) -> bool:
+    return isinstance(module, _NORM_TYPES) or type(module).__name__.endswith("Norm")
+
+
+def excluded_parameter_names(
+    model: nn.Module,
+    patterns: Sequence[str] = ORIGINAL_EXCLUDE_PATTERNS,
+    exclude_1d: bool = False,
+) -> set[str]:
+    """Names (as ``model.named_parameters()`` gives them) that get no weight decay and no trust ratio."""
+    compiled = [re.compile(p) for p in patterns]
+    excluded: set[str] = set()
+    for module_name, module in model.named_modules():
+        is_norm = _is_norm_module(module)
+        for pname, p in module.named_parameters(recurse=False):
+            full = f"{module_name}.{pname}" if module_name else pname
+            components = full.split(".")[:-1]
+            if (
+                is_norm
+                or any(c.search(full) for c in compiled)
+                or any(c.lower().endswith("norm") for c in components)
+                or (exclude_1d and p.ndim < 2)
+            ):
+                excluded.add(full)
+    # named_modules / named_parameters drop duplicates of shared modules and tied tensors; keep only names
+    # that named_parameters() reports, so the groups below see each tensor once.
+    reported = {name for name, _ in model.named_parameters()}
+    return excluded & reported
+
+
+def param_groups(
+    model: nn.Module,
+    weight_decay: float,
+    patterns: Sequence[str] = ORIGINAL_EXCLUDE_PATTERNS,
+    exclude_1d: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Two optimizer parameter groups: decayed + adapted, and excluded (no decay, no trust ratio).
+
+    Args:
+        model: the module whose trainable parameters are grouped (frozen ones, requires_grad=False, are left
+            out). Tied / shared tensors appear once.
+        weight_decay: rate for the first group.
+        patterns: regular expressions searched in parameter names (the original's list by default).
+        exclude_1d: also exclude every parameter with fewer than 2 dimensions.
+        extra: keys added to both groups (e.g. ``{"lr": ...}``).
+
+    Returns:
+        ``[{"params": [...], "names": [...], "weight_decay": wd, "adapt": True},
+           {"params": [...], "names": [...], "weight_decay": 0.0, "adapt": False}]`` (an empty group is dropped).
+    """
+    excluded = excluded_parameter_names(model, patterns, exclude_1d)
+    decay: list[tuple[str, nn.Parameter]] = []
+    no_decay: list[tuple[str, nn.Parameter]] = []
+    for name, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (no_decay if name in excluded else decay).append((name, p))
+    one_d = [n for n, p in decay if p.ndim < 2]
+    if one_d:
+        logger.debug("weight decay applies to 1-D parameters %s", one_d)
+    groups = []
+    for members, wd, adapt in ((decay, weight_decay, True), (no_decay, 0.0, False)):
+        if members:
+            group: dict[str, Any] = {
+                "params": [p for _, p in members],
+                "names": [n for n, _ in members],
+                "weight_decay": wd,
+                "adapt": adapt,
+            }
+            group.update(extra or {})
+            groups.append(group)
+    return groups
