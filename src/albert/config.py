@@ -108,7 +108,11 @@ class AlbertConfig:
             "type_vocab_size",
         ):
             value = getattr(self, name)
-            need(isinstance(value, int) and not isinstance(value, bool) and value > 0, name, "must be a positive integer")
+            need(
+                isinstance(value, int) and not isinstance(value, bool) and value > 0,
+                name,
+                "must be a positive integer",
+            )
         need(
             self.hidden_size % self.num_attention_heads == 0,
             "hidden_size",
@@ -162,7 +166,9 @@ class AlbertConfig:
         base = PRESETS[name]
         unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:
-            raise ConfigError(f"unknown AlbertConfig field(s) {sorted(unknown)} in overrides of preset {name!r}")
+            raise ConfigError(
+                f"unknown AlbertConfig field(s) {sorted(unknown)} in overrides of preset {name!r}"
+            )
         return dataclasses.replace(base, **overrides)
 
     # ------------------------------------------------------------------ (de)serialisation
@@ -205,7 +211,9 @@ class AlbertConfig:
             act = table[raw_act]
         kwargs["hidden_act"] = act
 
-        if model_type == "bert" or (model_type is None and "num_hidden_groups" not in d and "embedding_size" not in d):
+        if model_type == "bert" or (
+            model_type is None and "num_hidden_groups" not in d and "embedding_size" not in d
+        ):
             # A BERT config: no factorization, no sharing.
             kwargs["model_type"] = "bert"
             kwargs["embedding_size"] = d["hidden_size"]
@@ -213,7 +221,9 @@ class AlbertConfig:
             kwargs["num_hidden_groups"] = d.get("num_hidden_groups", d.get("num_hidden_layers", 12))
             kwargs["embedding_projection"] = False
             if d.get("position_embedding_type", "absolute") != "absolute":
-                raise ConfigError(f"{source}: position_embedding_type {d['position_embedding_type']!r} is not supported")
+                raise ConfigError(
+                    f"{source}: position_embedding_type {d['position_embedding_type']!r} is not supported"
+                )
         else:
             kwargs["model_type"] = "albert"
             kwargs["sharing"] = d.get("sharing", "all")
@@ -226,7 +236,9 @@ class AlbertConfig:
                 kwargs[key] = value
         if kwargs.get("sharing") == "none" and kwargs.get("model_type") == "albert":
             # stored with one group per layer for Hugging Face; inside we keep what the user asked for
-            kwargs["num_hidden_groups"] = d.get("albert_num_hidden_groups", kwargs.get("num_hidden_groups", 1))
+            kwargs["num_hidden_groups"] = d.get(
+                "albert_num_hidden_groups", kwargs.get("num_hidden_groups", 1)
+            )
         try:
             return cls(**kwargs)
         except ConfigError as e:
@@ -242,7 +254,9 @@ class AlbertConfig:
         except FileNotFoundError:
             raise FileNotFoundError(f"config file not found: {path}") from None
         except json.JSONDecodeError as e:
-            raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+            raise ConfigError(
+                f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
+            ) from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a JSON object")
         return cls.from_dict(raw, source=str(path))
@@ -322,4 +336,3 @@ PRESETS["albert-small"] = AlbertConfig(
     intermediate_size=1024,
     max_position_embeddings=512,
 )
-

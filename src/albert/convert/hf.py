@@ -1,0 +1,290 @@
+"""Model directories: the one currency between the steps of the workflow, readable by Hugging Face too.
+
+A model directory holds ``config.json`` + ``model.safetensors`` (+ tokenizer files). We write Hugging
+Face's tensor names (``albert.*`` for ALBERT, ``bert.*`` for BERT) so that
+``transformers.AlbertForPreTraining.from_pretrained(dir)`` reads what we write, and we read what
+transformers writes (AlbertModel / ForPreTraining / ForMaskedLM / ForSequenceClassification / ...,
+BertModel / ForPreTraining / ForMaskedLM / ...). Partial sharing (attention-only or FFN-only) has no
+Hugging Face layout and is written under our own names.
+
+Safetensors first; a ``pytorch_model.bin`` is read only with ``torch.load(weights_only=True)``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+
+from albert.config import AlbertConfig, ConfigError
+from albert.convert import keymap
+from albert.convert.keymap import KeyRule
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M")
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
+PICKLE_NAME = "pytorch_model.bin"
+NATIVE_FORMAT = "albert-native"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that does not fit the model; the message names the file and tensor."""
+
+
+# ------------------------------------------------------------------------------------------------ reading
+def read_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str], Path]:
+    """Tensors of a model directory (safetensors, sharded safetensors, or a weights-only pickle)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file, safe_open
+
+    single, index, pickle = path / WEIGHTS_NAME, path / WEIGHTS_INDEX_NAME, path / PICKLE_NAME
+    try:
+        if single.exists():
+            with safe_open(str(single), framework="pt") as f:
+                meta = f.metadata() or {}
+            return load_file(str(single)), meta, single
+        if index.exists():
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+            state: dict[str, torch.Tensor] = {}
+            for shard in shards:
+                state.update(load_file(str(path / shard)))
+            return state, {}, index
+    except (SafetensorError, OSError, ValueError, KeyError) as e:
+        raise CheckpointError(f"{single if single.exists() else index}: cannot read weights: {e}") from None
+    if pickle.exists():
+        try:
+            obj = torch.load(pickle, map_location="cpu", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad file
+            raise CheckpointError(f"{pickle}: cannot read weights (weights_only=True): {e}") from None
+        if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
+            raise CheckpointError(f"{pickle}: expected a dict of tensors")
+        return obj, {}, pickle
+    raise CheckpointError(f"{path}: no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {PICKLE_NAME} found")
+
+
+def _read_config(path: Path) -> tuple[AlbertConfig, dict[str, Any]]:
+    if not path.is_dir():
+        raise FileNotFoundError(f"model directory not found: {path}")
+    cfg_path = path / CONFIG_NAME
+    if not cfg_path.exists():
+        raise ConfigError(f"{path}: no {CONFIG_NAME} (not a model directory)")
+    raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    return AlbertConfig.from_dict(raw, source=str(cfg_path)), raw
+
+
+def _is_native(state: dict[str, torch.Tensor], meta: dict[str, str]) -> bool:
+    return meta.get("albert_format") == NATIVE_FORMAT or any(
+        k.startswith(("encoder.attention.", "albert.encoder.attention.")) for k in state
+    )
+
+
+def _all_head_names(config: AlbertConfig) -> set[str]:
+    """Every foreign name that any head (or the pooler) may have: present but unused is not an error."""
+    tables = keymap.HF_ALBERT_HEADS if config.model_type == "albert" else keymap.HF_BERT_HEADS
+    names: set[str] = set()
+    for table in tables.values():
+        for rule in keymap.expand(table, config):
+            names.update(rule.theirs)
+    return names
+
+
+def load_model_dir(cls: type[M], path: Path, **kwargs: Any) -> M:
+    """Build ``cls`` from a model directory (see module docstring). Keyword arguments are constructor
+    arguments of ``cls`` (its ``extra_config_keys``) or AlbertConfig fields to override."""
+    config, raw = _read_config(path)
+    field_names = set(config.to_dict())
+    overrides = {k: v for k, v in kwargs.items() if k in field_names}
+    ctor = {k: v for k, v in kwargs.items() if k not in field_names}
+    unknown = set(ctor) - set(getattr(cls, "extra_config_keys", ()))
+    if unknown:
+        raise TypeError(f"{cls.__name__}.from_pretrained: unknown argument(s) {sorted(unknown)}")
+    if overrides:
+        config = config.replace(**overrides)
+    for key in getattr(cls, "extra_config_keys", ()):
+        if key not in ctor and key in raw:
+            ctor[key] = raw[key]
+        elif key == "num_labels" and key not in ctor and "id2label" in raw:
+            ctor[key] = len(raw["id2label"])
+    model = cls(config, **ctor)  # type: ignore[call-arg]
+    state, meta, source = read_state_dict(path)
+    target = model.state_dict()  # type: ignore[attr-defined]
+    if _is_native(state, meta):
+        new_state = _load_native(state, target, source)
+    else:
+        new_state = _load_hf(state, target, config, getattr(cls, "head", None), source)
+    model.load_state_dict(new_state, strict=False)  # type: ignore[attr-defined]
+    logger.info("loaded %s from %s (%d tensors)", cls.__name__, path, len(new_state))
+    return model
+
+
+def _check_shape(name: str, foreign: str, got: torch.Tensor, want: torch.Tensor, source: Path) -> None:
+    if tuple(got.shape) != tuple(want.shape):
+        raise CheckpointError(
+            f"{source}: tensor {foreign!r} has shape {tuple(got.shape)}, but the model's {name!r} "
+            f"needs {tuple(want.shape)} (config.json and weights disagree?)"
+        )
+
+
+def _load_native(
+    state: dict[str, torch.Tensor], target: dict[str, torch.Tensor], source: Path
+) -> dict[str, torch.Tensor]:
+    out: dict[str, torch.Tensor] = {}
+    prefixed = any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
+    for key, tensor in state.items():
+        name = key
+        if (
+            prefixed
+            and not key.startswith(keymap.OUR_BACKBONE_PREFIX)
+            and keymap.OUR_BACKBONE_PREFIX + key in target
+        ):
+            name = keymap.OUR_BACKBONE_PREFIX + key
+        elif not prefixed and key.startswith(keymap.OUR_BACKBONE_PREFIX):
+            name = key[len(keymap.OUR_BACKBONE_PREFIX) :]
+        if name in target:
+            _check_shape(name, key, tensor, target[name], source)
+            out[name] = tensor
+        else:
+            logger.info("%s: tensor %r is not used by this model", source, key)
+    _report_missing(target, out, source)
+    return out
+
+
+def _report_missing(target: dict[str, torch.Tensor], loaded: dict[str, torch.Tensor], source: Path) -> None:
+    """Missing encoder tensors are an error; a missing head (or pooler) is freshly initialized and logged."""
+    missing = [k for k in target if k not in loaded]
+    backbone = ("embeddings.", "encoder.", "albert.embeddings.", "albert.encoder.")
+    backbone_missing = [k for k in missing if k.startswith(backbone)]
+    if backbone_missing:
+        raise CheckpointError(
+            f"{source}: no tensor for {', '.join(backbone_missing[:8])}"
+            + (f" and {len(backbone_missing) - 8} more" if len(backbone_missing) > 8 else "")
+        )
+    if missing:
+        logger.info("%s: %s not in the checkpoint: freshly initialized", source, ", ".join(missing))
+
+
+def _load_hf(
+    state: dict[str, torch.Tensor],
+    target: dict[str, torch.Tensor],
+    config: AlbertConfig,
+    head: str | None,
+    source: Path,
+) -> dict[str, torch.Tensor]:
+    hf_prefix = keymap.HF_BACKBONE_PREFIX[config.model_type]
+    # Normalize the foreign names to a bare backbone: HF writes "albert.*" for task models, bare for AlbertModel.
+    foreign = {(k[len(hf_prefix) :] if k.startswith(hf_prefix) else k): k for k in state}
+    prefixed = any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
+    rules: list[KeyRule] = keymap.hf_rules(config, None, bare=True)
+    if prefixed:
+        rules = [KeyRule(keymap.OUR_BACKBONE_PREFIX + r.ours, r.theirs) for r in rules]
+    if head is not None:
+        rules += keymap.hf_head_rules(config, head)
+    out: dict[str, torch.Tensor] = {}
+    used: set[str] = set()
+    for rule in rules:
+        if rule.ours not in target or not all(t in foreign for t in rule.theirs):
+            continue  # not in this model (e.g. no pooler), or absent: judged by _report_missing
+        parts = [state[foreign[t]] for t in rule.theirs]
+        tensor = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+        _check_shape(rule.ours, " + ".join(rule.theirs), tensor, target[rule.ours], source)
+        out[rule.ours] = tensor
+        used.update(rule.theirs)
+    leftover = [
+        k
+        for k in foreign
+        if k not in used and k not in keymap.HF_TIED and not k.endswith(keymap.HF_BUFFERS_SUFFIXES)
+    ]
+    head_names = _all_head_names(config) | {r for r in foreign if r.startswith("pooler.")}
+    unexpected = [foreign[k] for k in leftover if k not in head_names]
+    if unexpected:
+        raise CheckpointError(
+            f"{source}: unexpected tensor(s) {', '.join(unexpected[:8])}"
+            + (f" and {len(unexpected) - 8} more" if len(unexpected) > 8 else "")
+            + " (a different architecture, or config.json does not match the weights)"
+        )
+    unused = [foreign[k] for k in leftover if k in head_names]
+    if unused:
+        logger.info("%s: tensor(s) not used by this model: %s", source, ", ".join(unused))
+    _report_missing(target, out, source)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ writing
+def _atomic_write(dest: Path, write: Any) -> None:
+    """Write through a temporary file in the same directory, then rename: a crash leaves the old file."""
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def to_hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """Our state dict under Hugging Face names (requires sharing 'all' or 'none')."""
+    config: AlbertConfig = model.config
+    head = getattr(model, "head", None)
+    ours = model.state_dict()
+    prefixed = any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in ours)
+    rules = keymap.hf_rules(config, head, bare=not prefixed)
+    out: dict[str, torch.Tensor] = {}
+    for rule in rules:
+        if rule.ours not in ours:
+            continue
+        tensor = ours[rule.ours].detach().cpu()
+        for name, part in zip(rule.theirs, tensor.chunk(len(rule.theirs), dim=0)):
+            out[name] = part.contiguous().clone() if len(rule.theirs) > 1 else part.contiguous()
+    missing = set(ours) - {r.ours for r in rules}
+    if missing:
+        raise CheckpointError(f"no Hugging Face name for tensor(s) {sorted(missing)}")
+    return out
+
+
+def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
+    """Write config.json + model.safetensors (+ tokenizer files); each file atomically."""
+    from safetensors.torch import save_file
+
+    config: AlbertConfig = model.config
+    head = getattr(model, "head", None)
+    path.mkdir(parents=True, exist_ok=True)
+    if keymap.has_foreign_layout(config):
+        state = to_hf_state_dict(model)
+        meta = {"format": "pt"}
+    else:
+        logger.warning(
+            "sharing=%r has no Hugging Face layout: %s is written under albert's own names "
+            "(albert loads it; transformers does not)",
+            config.sharing,
+            path,
+        )
+        state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+        meta = {"format": "pt", "albert_format": NATIVE_FORMAT}
+    # Tied tensors are stored once (the MLM decoder is the word embedding matrix).
+    _atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=meta))
+
+    cfg = config.to_hf_dict()
+    cfg["architectures"] = [keymap.HF_ARCHITECTURES[(config.model_type, head)]]
+    cfg["model_type"] = config.model_type
+    if config.sharing == "none" and config.model_type == "albert":
+        cfg["albert_num_hidden_groups"] = config.num_hidden_groups
+    cfg.update(model.extra_config())
+    if "num_labels" in cfg:
+        n = int(cfg["num_labels"])
+        labels = getattr(model, "label_names", None) or [f"LABEL_{i}" for i in range(n)]
+        cfg["id2label"] = {str(i): name for i, name in enumerate(labels)}
+        cfg["label2id"] = {name: i for i, name in enumerate(labels)}
+    text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+    _atomic_write(path / CONFIG_NAME, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    if tokenizer is not None:
+        tokenizer.save_pretrained(path)

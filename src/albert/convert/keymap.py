@@ -1,0 +1,193 @@
+"""Templated name tables between our parameter names and foreign checkpoint names (torchtitan-style
+state-dict adapters). All foreign naming of the package lives in `albert.convert`.
+
+A table maps one of our name templates to one foreign template, or to several foreign templates whose
+tensors are concatenated along dim 0 in ours (the fused QKV projection). Placeholders:
+
+    {p}   weight | bias
+    {a}   index of one of our attention blocks     (foreign side: {g} = a // I, {i} = a % I, {l} = a // I)
+    {f}   index of one of our feed-forward blocks  (same foreign placeholders)
+
+With I = inner_group_num: for fully shared ALBERT, block k is group k // I, inner layer k % I; for
+no sharing (BERT, or ALBERT with one group per layer), block k is layer k // I. Partial sharing
+(attention-only or FFN-only, paper Table 4) has no foreign equivalent and is saved under our own names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from albert.config import AlbertConfig
+
+P = ("weight", "bias")
+
+
+@dataclass(frozen=True)
+class KeyRule:
+    """One of our tensors and the foreign tensor(s) it is made of (several: concatenated along dim 0)."""
+
+    ours: str
+    theirs: tuple[str, ...]
+
+
+def block_counts(config: AlbertConfig) -> tuple[int, int]:
+    """Number of (attention, feed-forward) blocks of the encoder (see albert.model.encoder)."""
+    shared = config.num_hidden_groups * config.inner_group_num
+    per_layer = config.num_hidden_layers * config.inner_group_num
+    n_attn = shared if config.sharing in ("all", "attention") else per_layer
+    n_ffn = shared if config.sharing in ("all", "ffn") else per_layer
+    return n_attn, n_ffn
+
+
+def has_foreign_layout(config: AlbertConfig) -> bool:
+    """Whether Hugging Face / TF naming can express this sharing (all or none; not attention / ffn)."""
+    return config.sharing in ("all", "none")
+
+
+def expand(table: dict[str, str | tuple[str, ...]], config: AlbertConfig) -> list[KeyRule]:
+    """Expand a templated table into concrete rules for ``config``."""
+    n_attn, n_ffn = block_counts(config)
+    inner = config.inner_group_num
+    rules: list[KeyRule] = []
+    for ours_t, theirs_t in table.items():
+        theirs_ts = (theirs_t,) if isinstance(theirs_t, str) else tuple(theirs_t)
+        if "{a}" in ours_t:
+            blocks = [("a", k) for k in range(n_attn)]
+        elif "{f}" in ours_t:
+            blocks = [("f", k) for k in range(n_ffn)]
+        else:
+            blocks = [("", -1)]
+        params = P if "{p}" in ours_t else ("",)
+        for kind, k in blocks:
+            for p in params:
+                fields: dict[str, object] = {"p": p}
+                if kind:
+                    fields.update({kind: k, "g": k // inner, "i": k % inner, "l": k // inner})
+                rules.append(KeyRule(ours_t.format(**fields), tuple(t.format(**fields) for t in theirs_ts)))
+    return rules
+
+
+# ---------------------------------------------------------------------------------- Hugging Face ALBERT
+HF_ALBERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
+    "embeddings.word.weight": "embeddings.word_embeddings.weight",
+    "embeddings.position.weight": "embeddings.position_embeddings.weight",
+    "embeddings.token_type.weight": "embeddings.token_type_embeddings.weight",
+    "embeddings.norm.{p}": "embeddings.LayerNorm.{p}",
+    "embeddings.project.{p}": "encoder.embedding_hidden_mapping_in.{p}",
+    "encoder.attention.{a}.qkv.{p}": (
+        "encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.query.{p}",
+        "encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.key.{p}",
+        "encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.value.{p}",
+    ),
+    "encoder.attention.{a}.out.{p}": "encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.dense.{p}",
+    "encoder.attention.{a}.norm.{p}": "encoder.albert_layer_groups.{g}.albert_layers.{i}.attention.LayerNorm.{p}",
+    "encoder.ffn.{f}.up.{p}": "encoder.albert_layer_groups.{g}.albert_layers.{i}.ffn.{p}",
+    "encoder.ffn.{f}.down.{p}": "encoder.albert_layer_groups.{g}.albert_layers.{i}.ffn_output.{p}",
+    "encoder.ffn.{f}.norm.{p}": "encoder.albert_layer_groups.{g}.albert_layers.{i}.full_layer_layer_norm.{p}",
+    "pooler.{p}": "pooler.{p}",
+}
+
+HF_ALBERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
+    "pretraining": {
+        "mlm.dense.{p}": "predictions.dense.{p}",
+        "mlm.norm.{p}": "predictions.LayerNorm.{p}",
+        "mlm.bias": "predictions.bias",
+        "sop.{p}": "sop_classifier.classifier.{p}",
+    },
+    "mlm": {
+        "mlm.dense.{p}": "predictions.dense.{p}",
+        "mlm.norm.{p}": "predictions.LayerNorm.{p}",
+        "mlm.bias": "predictions.bias",
+    },
+    "classification": {"classifier.{p}": "classifier.{p}"},
+    "multiple_choice": {"classifier.{p}": "classifier.{p}"},
+    "question_answering": {"qa.{p}": "qa_outputs.{p}"},
+}
+
+# ---------------------------------------------------------------------------------- Hugging Face BERT
+HF_BERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
+    "embeddings.word.weight": "embeddings.word_embeddings.weight",
+    "embeddings.position.weight": "embeddings.position_embeddings.weight",
+    "embeddings.token_type.weight": "embeddings.token_type_embeddings.weight",
+    "embeddings.norm.{p}": "embeddings.LayerNorm.{p}",
+    "encoder.attention.{a}.qkv.{p}": (
+        "encoder.layer.{l}.attention.self.query.{p}",
+        "encoder.layer.{l}.attention.self.key.{p}",
+        "encoder.layer.{l}.attention.self.value.{p}",
+    ),
+    "encoder.attention.{a}.out.{p}": "encoder.layer.{l}.attention.output.dense.{p}",
+    "encoder.attention.{a}.norm.{p}": "encoder.layer.{l}.attention.output.LayerNorm.{p}",
+    "encoder.ffn.{f}.up.{p}": "encoder.layer.{l}.intermediate.dense.{p}",
+    "encoder.ffn.{f}.down.{p}": "encoder.layer.{l}.output.dense.{p}",
+    "encoder.ffn.{f}.norm.{p}": "encoder.layer.{l}.output.LayerNorm.{p}",
+    "pooler.{p}": "pooler.dense.{p}",
+}
+
+HF_BERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
+    "pretraining": {
+        "mlm.dense.{p}": "cls.predictions.transform.dense.{p}",
+        "mlm.norm.{p}": "cls.predictions.transform.LayerNorm.{p}",
+        "mlm.bias": "cls.predictions.bias",
+        "sop.{p}": "cls.seq_relationship.{p}",
+    },
+    "mlm": {
+        "mlm.dense.{p}": "cls.predictions.transform.dense.{p}",
+        "mlm.norm.{p}": "cls.predictions.transform.LayerNorm.{p}",
+        "mlm.bias": "cls.predictions.bias",
+    },
+    "classification": {"classifier.{p}": "classifier.{p}"},
+    "multiple_choice": {"classifier.{p}": "classifier.{p}"},
+    "question_answering": {"qa.{p}": "qa_outputs.{p}"},
+}
+
+#: Foreign tensors that are copies of others (tied) and are neither required nor errors when present.
+HF_TIED = {
+    "predictions.decoder.weight",
+    "predictions.decoder.bias",
+    "cls.predictions.decoder.weight",
+    "cls.predictions.decoder.bias",
+}
+#: Foreign buffers that carry no learned value.
+HF_BUFFERS_SUFFIXES = ("position_ids", "token_type_ids")
+
+# Our backbone lives under this attribute in task models; Hugging Face's under "albert." / "bert.".
+OUR_BACKBONE_PREFIX = "albert."
+HF_BACKBONE_PREFIX = {"albert": "albert.", "bert": "bert."}
+HF_ARCHITECTURES = {
+    ("albert", None): "AlbertModel",
+    ("albert", "pretraining"): "AlbertForPreTraining",
+    ("albert", "mlm"): "AlbertForMaskedLM",
+    ("albert", "classification"): "AlbertForSequenceClassification",
+    ("albert", "multiple_choice"): "AlbertForMultipleChoice",
+    ("albert", "question_answering"): "AlbertForQuestionAnswering",
+    ("bert", None): "BertModel",
+    ("bert", "pretraining"): "BertForPreTraining",
+    ("bert", "mlm"): "BertForMaskedLM",
+    ("bert", "classification"): "BertForSequenceClassification",
+    ("bert", "multiple_choice"): "BertForMultipleChoice",
+    ("bert", "question_answering"): "BertForQuestionAnswering",
+}
+
+
+def hf_head_rules(config: AlbertConfig, head: str) -> list[KeyRule]:
+    """Rules of one head (names are the same with or without the backbone prefix)."""
+    tables = HF_ALBERT_HEADS if config.model_type == "albert" else HF_BERT_HEADS
+    return expand(tables[head], config)
+
+
+def hf_rules(config: AlbertConfig, head: str | None, *, bare: bool) -> list[KeyRule]:
+    """Concrete our-name <-> HF-name rules for a model with ``head`` (None: bare encoder).
+
+    ``bare``: names as a bare `AlbertModel` / `BertModel` has them (no backbone prefix on either side).
+    """
+    rules = expand(HF_ALBERT_BACKBONE if config.model_type == "albert" else HF_BERT_BACKBONE, config)
+    if not config.has_projection:
+        rules = [r for r in rules if not r.ours.startswith("embeddings.project.")]
+    if not bare:
+        theirs_prefix = HF_BACKBONE_PREFIX[config.model_type]
+        rules = [
+            KeyRule(OUR_BACKBONE_PREFIX + r.ours, tuple(theirs_prefix + t for t in r.theirs)) for r in rules
+        ]
+    if head is not None:
+        rules += hf_head_rules(config, head)
+    return rules

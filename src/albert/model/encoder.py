@@ -1,0 +1,136 @@
+"""The transformer encoder with ALBERT's cross-layer parameter sharing (paper Sec. 3.1, Table 4).
+
+Depth L is split into `num_hidden_groups` groups; layer l applies group int(l / L * G) (original
+modeling.py `transformer_model`), and each group runs `inner_group_num` post-LN transformer layers in a row.
+`sharing` says which sub-layers are shared across the layers of a group:
+
+    all        attention and FFN shared (ALBERT default)     -> G * I attention + G * I FFN blocks
+    attention  attention shared, each layer its own FFN      -> G * I attention + L * I FFN blocks
+    ffn        FFN shared, each layer its own attention      -> L * I attention + G * I FFN blocks
+    none       nothing shared (BERT)                         -> L * I attention + L * I FFN blocks
+
+Attention and feed-forward blocks live in two flat ModuleLists; `attention_index` / `ffn_index` say
+which block a (layer, inner) position uses. Attention uses PyTorch SDPA with a fused QKV projection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from albert.config import AlbertConfig
+
+
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    # The original TF code's `gelu` is the tanh approximation (google-research/albert modeling.py).
+    return F.gelu(x, approximate="tanh")
+
+
+ACT_FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "gelu_tanh": gelu_tanh,
+    "gelu": F.gelu,
+    "relu": F.relu,
+    "tanh": torch.tanh,
+    "silu": F.silu,
+}
+
+
+class SelfAttention(nn.Module):
+    """Multi-head self-attention, output projection, dropout, residual and post-LayerNorm."""
+
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__()
+        h = config.hidden_size
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.head_dim
+        self.qkv = nn.Linear(h, 3 * h)  # rows [q; k; v]
+        self.out = nn.Linear(h, h)
+        self.norm = nn.LayerNorm(h, eps=config.layer_norm_eps)
+        self.attn_dropout = config.attention_probs_dropout_prob
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        b, t, h = x.shape  # (B, T, H)
+        qkv = self.qkv(x).view(b, t, 3, self.num_heads, self.head_dim)  # (B, T, 3, heads, head_dim)
+        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, head_dim)
+        y = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0
+        )  # (B, heads, T, head_dim)
+        y = y.transpose(1, 2).reshape(b, t, h)  # (B, T, H)
+        return self.norm(x + self.dropout(self.out(y)))
+
+
+class FeedForward(nn.Module):
+    """H -> intermediate -> H with the configured activation, dropout, residual and post-LayerNorm."""
+
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.act = ACT_FNS[config.hidden_act]
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x + self.dropout(self.down(self.act(self.up(x)))))
+
+
+class Encoder(nn.Module):
+    def __init__(self, config: AlbertConfig) -> None:
+        super().__init__()
+        self.config = config
+        L, G, I = config.num_hidden_layers, config.num_hidden_groups, config.inner_group_num  # noqa: E741
+        n_attn = G * I if config.sharing in ("all", "attention") else L * I
+        n_ffn = G * I if config.sharing in ("all", "ffn") else L * I
+        self.attention = nn.ModuleList(SelfAttention(config) for _ in range(n_attn))
+        self.ffn = nn.ModuleList(FeedForward(config) for _ in range(n_ffn))
+        # (layer, inner) -> block index, precomputed once
+        self._schedule = [
+            (self.attention_index(layer, i), self.ffn_index(layer, i)) for layer in range(L) for i in range(I)
+        ]
+        self.gradient_checkpointing = False
+
+    def _index(self, shared: bool, layer: int, inner: int) -> int:
+        c = self.config
+        base = c.group_of_layer(layer) if shared else layer
+        return base * c.inner_group_num + inner
+
+    def attention_index(self, layer: int, inner: int) -> int:
+        return self._index(self.config.sharing in ("all", "attention"), layer, inner)
+
+    def ffn_index(self, layer: int, inner: int) -> int:
+        return self._index(self.config.sharing in ("all", "ffn"), layer, inner)
+
+    def _block(self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int) -> torch.Tensor:
+        return self.ffn[f](self.attention[a](x, mask))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        for a, f in self._schedule:
+            if self.gradient_checkpointing and self.training:
+                x = torch.utils.checkpoint.checkpoint(self._block, x, mask, a, f, use_reentrant=False)
+            else:
+                x = self._block(x, mask, a, f)
+        return x
+
+
+def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """(B, T) with 1 = token, 0 = padding -> boolean SDPA mask (B, 1, 1, T) (True = attend), or None when
+    nothing is padded (which lets SDPA pick its fastest kernel)."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    return attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, T)
+
+
+def init_weights(module: nn.Module, std: float) -> None:
+    """Original initialization: truncated normal (±2σ, TF `truncated_normal_initializer`) for weights
+    and embeddings, zero biases, LayerNorm at (1, 0)."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-2 * std, b=2 * std)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
