@@ -195,7 +195,9 @@ def _load_hf(
             continue  # not in this model (e.g. no pooler), or absent: judged by _report_missing
         parts = [state[foreign[t]] for t in rule.theirs]
         tensor = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-        _check_shape(rule.ours, " + ".join(rule.theirs), tensor, target[rule.ours], source)
+        _check_shape(
+            rule.ours, " + ".join(foreign[t] for t in rule.theirs), tensor, target[rule.ours], source
+        )
         out[rule.ours] = tensor
         used.update(rule.theirs)
     leftover = [
