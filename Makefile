@@ -30,7 +30,7 @@ lint: setup
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 
-demo: setup
+demo: setup data
 	$(BIN)/albert params
 
 clean:
