@@ -1,0 +1,285 @@
+"""Your own labelled data: classification or regression from CSV, TSV or JSONL files with named columns.
+
+The same command then serves sentiment, topic or Chinese sentence-pair tasks::
+
+    albert finetune custom --train train.csv --dev dev.csv --text-column sentence --label-column label \\
+        --init MODEL_DIR --output RUN_DIR
+
+* CSV: RFC 4180 quoting (a quoted field may hold commas, quotes and newlines), UTF-8 with or without BOM.
+* TSV: tab-separated, quotes are literal (as GLUE's files), one record per line.
+* JSONL: one JSON object per line; columns are keys.
+
+A file without a header row gets its column names from ``columns`` (``--columns label,text``). Without a
+dev file, a fixed, seeded fraction of the training file is held out (`holdout_split`), and the split is
+written to the run directory's report, so a second run (or another library) can use the same one.
+
+Classification labels are compared as strings (``1`` in a CSV and ``1`` in JSON are the same class);
+the label set is the sorted set of training labels unless given. A row with the wrong number of
+fields, a missing key, a label outside the label set, or a non-numeric regression target is an error
+naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from albert.tasks.base import ClassificationTask, Example, TaskDataError
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("csv", "tsv", "jsonl")
+
+
+def detect_format(path: Path) -> str:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix in ("csv",):
+        return "csv"
+    if suffix in ("tsv", "tab"):
+        return "tsv"
+    if suffix in ("jsonl", "json", "ndjson"):
+        return "jsonl"
+    raise TaskDataError(f"{path}: cannot tell the format from the extension; pass --format csv|tsv|jsonl")
+
+
+def read_records(
+    path: str | Path, fmt: str | None = None, columns: Sequence[str] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) pairs of a CSV / TSV / JSONL file.
+
+    Raises:
+        FileNotFoundError: no such file.
+        TaskDataError: a row whose field count differs from the header's, or a line that is not a JSON
+            object (names file and line).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: not found")
+    fmt = fmt or detect_format(p)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
+    out: list[tuple[int, dict[str, Any]]] = []
+    if fmt == "jsonl":
+        with open(p, encoding="utf-8-sig") as f:
+            for n, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise TaskDataError(f"{p}:{n}: not valid JSON ({e.msg}, column {e.colno})") from None
+                if not isinstance(obj, dict):
+                    raise TaskDataError(f"{p}:{n}: expected a JSON object, got {type(obj).__name__}")
+                out.append((n, obj))
+        return out
+    with open(p, encoding="utf-8-sig", newline="") as f:
+        if fmt == "csv":
+            reader = csv.reader(f)
+        else:
+            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        header: list[str] | None = list(columns) if columns else None
+        start = 1  # first line of the current record (a CSV record may span lines)
+        for row in reader:
+            line = start
+            start = reader.line_num + 1
+            if not row or (len(row) == 1 and not row[0].strip()):
+                continue
+            if header is None:
+                header = [h.strip() for h in row]
+                continue
+            if len(row) != len(header):
+                raise TaskDataError(
+                    f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
+                )
+            out.append((line, dict(zip(header, row))))
+    return out
+
+
+def _label_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value).strip()
+
+
+@dataclass(frozen=True)
+class CustomData:
+    """Where the data is and which columns hold what."""
+
+    train: Path | None = None
+    dev: Path | None = None
+    test: Path | None = None
+    text_column: str = "text"
+    text_pair_column: str | None = None
+    label_column: str = "label"
+    id_column: str | None = None
+    regression: bool = False
+    labels: tuple[str, ...] | None = None
+    """The label set (its order fixes the class ids); None: the sorted training labels."""
+    columns: tuple[str, ...] | None = None
+    """Column names for files without a header row."""
+    format: str | None = None
+    """csv | tsv | jsonl; None: from each file's extension."""
+    dev_fraction: float = 0.1
+    """Held out of ``train`` when there is no dev file."""
+    split_seed: int = 0
+    name: str = "custom"
+
+
+def read_file(data: CustomData, path: Path, *, labelled: bool, split: str) -> list[Example]:
+    """Examples of one file; unlabelled files (test) may lack the label column."""
+    examples = []
+    for line, rec in read_records(path, data.format, data.columns):
+        where = f"{path}:{line}"
+
+        def field(name: str) -> Any:
+            if name not in rec:
+                raise TaskDataError(f"{where}: no field {name!r} (fields: {', '.join(map(str, rec))})")
+            return rec[name]
+
+        text = field(data.text_column)
+        if not isinstance(text, str):
+            raise TaskDataError(f"{where}: field {data.text_column!r} is not text: {text!r}")
+        texts: tuple[str, ...] = (text,)
+        if data.text_pair_column:
+            pair = field(data.text_pair_column)
+            if not isinstance(pair, str):
+                raise TaskDataError(f"{where}: field {data.text_pair_column!r} is not text: {pair!r}")
+            texts = (text, pair)
+        label: Any = None
+        if labelled or data.label_column in rec:
+            raw = field(data.label_column)
+            if data.regression:
+                try:
+                    label = float(raw)
+                except (TypeError, ValueError):
+                    raise TaskDataError(f"{where}: {data.label_column} {raw!r} is not a number") from None
+            else:
+                label = _label_string(raw)
+        guid = str(field(data.id_column)) if data.id_column else f"{split}-{line}"
+        examples.append(Example(guid, texts, label, {"file": str(path), "line": line}))
+    return examples
+
+
+def holdout_split(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(train indices, dev indices), both sorted: a seeded permutation, the first ``round(n * fraction)``
+    to dev. numpy's PCG64 stream makes it the same split on every machine."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"dev fraction must be in (0, 1), got {fraction}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_dev = int(round(n * fraction))
+    return sorted(perm[n_dev:].tolist()), sorted(perm[:n_dev].tolist())
+
+
+class CustomTask(ClassificationTask):
+    """Classification (default) or regression on the user's files."""
+
+    def __init__(self, data: CustomData, metrics: Sequence[str] | None = None) -> None:
+        self.data = data
+        self._cache: dict[str, list[Example]] = {}
+        labels: tuple[str, ...] | None = None
+        if not data.regression:
+            labels = data.labels if data.labels is not None else self._infer_labels()
+        if metrics is None:
+            metrics = ("pearson", "spearman") if data.regression else ("accuracy",)
+        super().__init__(
+            data.name,
+            self._read,
+            labels,
+            metrics,
+            dev_splits=("dev",),
+            test_splits=("test",) if data.test else (),
+        )
+        if labels is not None:
+            self._check_labels()
+
+    def _all_train(self) -> list[Example]:
+        if "_all" not in self._cache:
+            if self.data.train is None:
+                raise TaskDataError("no training file given (--train)")
+            self._cache["_all"] = read_file(self.data, self.data.train, labelled=True, split="train")
+        return self._cache["_all"]
+
+    def _infer_labels(self) -> tuple[str, ...]:
+        if self.data.train is None:
+            raise TaskDataError("the label set is unknown: give --labels or a training file")
+        labels = sorted({str(e.label) for e in self._all_train()})
+        if len(labels) < 2:
+            raise TaskDataError(
+                f"{self.data.train}: only one label value ({labels}); is --label-column right?"
+            )
+        logger.info("labels (from %s): %s", self.data.train, ", ".join(labels))
+        return tuple(labels)
+
+    def _check_labels(self) -> None:
+        if self.data.train is None:
+            return
+        assert self.labels is not None
+        known = set(self.labels)
+        for ex in self._all_train():
+            if ex.label not in known:
+                raise TaskDataError(
+                    f"{ex.meta['file']}:{ex.meta['line']}: unknown label {ex.label!r}; labels are {', '.join(self.labels)}"
+                )
+
+    def split_indices(self) -> tuple[list[int], list[int]] | None:
+        """The held-out split of the training file (None when a dev file is given)."""
+        if self.data.dev is not None:
+            return None
+        return holdout_split(len(self._all_train()), self.data.dev_fraction, self.data.split_seed)
+
+    def _read(self, split: str) -> list[Example]:
+        if split in self._cache:
+            return self._cache[split]
+        if split in ("train", "dev") and self.data.dev is None:
+            idx = self.split_indices()
+            assert idx is not None
+            every = self._all_train()
+            self._cache["train"] = [every[i] for i in idx[0]]
+            self._cache["dev"] = [every[i] for i in idx[1]]
+        elif split == "train":
+            self._cache[split] = self._all_train()
+        elif split == "dev":
+            assert self.data.dev is not None
+            self._cache[split] = read_file(self.data, self.data.dev, labelled=True, split="dev")
+        elif split == "test":
+            if self.data.test is None:
+                raise FileNotFoundError("no test file given (--test)")
+            self._cache[split] = read_file(self.data, self.data.test, labelled=False, split="test")
+        else:
+            raise KeyError(f"unknown split {split!r}; custom data has train, dev, test")
+        examples = self._cache[split]
+        if self.labels is not None:
+            known = set(self.labels)
+            for ex in examples:
+                if ex.label is not None and ex.label not in known:
+                    raise TaskDataError(
+                        f"{ex.meta['file']}:{ex.meta['line']}: unknown label {ex.label!r}; labels are "
+                        f"{', '.join(self.labels)}"
+                    )
+        return examples
+
+    def info(self) -> dict[str, Any]:
+        info = super().info()
+        info["text_fields"] = 2 if self.data.text_pair_column else 1
+        info["columns"] = {
+            "text": self.data.text_column,
+            "text_pair": self.data.text_pair_column,
+            "label": self.data.label_column,
+        }
+        idx = self.split_indices()
+        if idx is not None:
+            info["holdout"] = {
+                "from": str(self.data.train),
+                "dev_fraction": self.data.dev_fraction,
+                "seed": self.data.split_seed,
+                "num_train": len(idx[0]),
+                "num_dev": len(idx[1]),
+            }
+        return info
