@@ -22,6 +22,7 @@ naming the file and line.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import logging
 from collections.abc import Sequence
@@ -68,11 +69,11 @@ def read_records(
     out: list[tuple[int, dict[str, Any]]] = []
     if fmt == "jsonl":
         with open(p, encoding="utf-8-sig") as f:
-            for n, line in enumerate(f, start=1):
-                if not line.strip():
+            for n, text in enumerate(f, start=1):
+                if not text.strip():
                     continue
                 try:
-                    obj = json.loads(line)
+                    obj = json.loads(text)
                 except json.JSONDecodeError as e:
                     raise TaskDataError(f"{p}:{n}: not valid JSON ({e.msg}, column {e.colno})") from None
                 if not isinstance(obj, dict):
@@ -100,6 +101,12 @@ def read_records(
                 )
             out.append((line, dict(zip(header, row))))
     return out
+
+
+def _field(rec: dict[str, Any], where: str, name: str) -> Any:
+    if name not in rec:
+        raise TaskDataError(f"{where}: no field {name!r} (fields: {', '.join(map(str, rec))})")
+    return rec[name]
 
 
 def _label_string(value: Any) -> str:
@@ -137,12 +144,7 @@ def read_file(data: CustomData, path: Path, *, labelled: bool, split: str) -> li
     examples = []
     for line, rec in read_records(path, data.format, data.columns):
         where = f"{path}:{line}"
-
-        def field(name: str) -> Any:
-            if name not in rec:
-                raise TaskDataError(f"{where}: no field {name!r} (fields: {', '.join(map(str, rec))})")
-            return rec[name]
-
+        field = functools.partial(_field, rec, where)
         text = field(data.text_column)
         if not isinstance(text, str):
             raise TaskDataError(f"{where}: field {data.text_column!r} is not text: {text!r}")
