@@ -1,0 +1,135 @@
+"""torch.distributed set-up for `torchrun` launches (DDP): NCCL on GPUs, gloo on CPU.
+
+``torchrun --nproc_per_node=N`` (one node) or ``torchrun --nnodes=M --node_rank=R --master_addr=HOST
+--master_port=PORT --nproc_per_node=N`` (several) set ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT``; `init_distributed` reads them. Without them it returns a
+single-process `DistInfo` and touches nothing, so the same code runs with and without torchrun.
+
+Only rank 0 writes files and logs at INFO (`rank_zero_logging` lowers the others to WARNING).
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    """Where this process sits in the job."""
+
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    device: torch.device = torch.device("cpu")
+    backend: str | None = None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+
+def pick_device(device: str | torch.device | None = None, local_rank: int = 0) -> torch.device:
+    """``device`` if given (``"cuda"`` means ``cuda:LOCAL_RANK``), else the local GPU when there is one, else
+    the CPU."""
+    if device is None or str(device) == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device)
+    if dev.type == "cuda" and dev.index is None:
+        dev = torch.device("cuda", local_rank)
+    return dev
+
+
+def init_distributed(device: str | torch.device | None = None, timeout_s: float = 1800.0) -> DistInfo:
+    """Join the process group when launched by torchrun (idempotent); else a single-process `DistInfo`.
+
+    Args:
+        device: ``"cpu"``, ``"cuda"``, ``"auto"``/None (GPU if available). The backend follows: NCCL for
+            CUDA, gloo for CPU.
+        timeout_s: collective timeout.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    dev = pick_device(device, local_rank)
+    if dev.type == "cuda":
+        torch.cuda.set_device(dev)
+    if world_size <= 1:
+        return DistInfo(device=dev)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    if not dist.is_initialized():
+        kwargs: dict[str, Any] = {}
+        if dev.type == "cuda":
+            kwargs["device_id"] = dev
+        dist.init_process_group(backend=backend, timeout=datetime.timedelta(seconds=timeout_s), **kwargs)
+    info = DistInfo(rank=rank, world_size=world_size, local_rank=local_rank, device=dev, backend=backend)
+    logger.info("rank %d/%d on %s (%s)", rank, world_size, dev, backend)
+    return info
+
+
+def destroy_distributed() -> None:
+    """Leave the process group if one was joined."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def all_reduce_sum(t: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Sum over ranks (in place; returns ``t``); a no-op for a single process."""
+    if info.enabled:
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def gather_objects(obj: Any, info: DistInfo) -> list[Any] | None:
+    """Every rank's ``obj`` on rank 0 (a list indexed by rank); None on the other ranks."""
+    if not info.enabled:
+        return [obj]
+    out: list[Any] | None = [None] * info.world_size if info.is_main else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
+def broadcast_object(obj: Any, info: DistInfo) -> Any:
+    """Rank 0's ``obj`` on every rank."""
+    if not info.enabled:
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+class _RankFilter(logging.Filter):
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = f"[rank {self.rank}] {record.msg}"
+        return record.levelno >= logging.WARNING
+
+
+def rank_zero_logging(info: DistInfo) -> None:
+    """On ranks other than 0, let only warnings and errors through (prefixed with the rank)."""
+    if info.rank == 0:
+        return
+    root = logging.getLogger()
+    for handler in root.handlers:
+        if not any(isinstance(f, _RankFilter) for f in handler.filters):
+            handler.addFilter(_RankFilter(info.rank))
