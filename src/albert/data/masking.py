@@ -1,0 +1,239 @@
+"""N-gram masked-LM predictions, as google-research/albert ``create_pretraining_data.py`` makes them.
+
+The rule, step by step (``create_masked_lm_predictions`` in the original):
+
+1. Candidates are *whole words*: every token except ``[CLS]`` / ``[SEP]`` either starts a new word or, when
+   it is not a start piece, joins the previous word (``do_whole_word_mask``, on by default). Start pieces
+   are decided by the vocabulary: for SentencePiece the original's ``_is_start_piece_sp`` (``▁`` prefix,
+   ``<`` prefix, a lone punctuation piece, or any character outside ASCII letters and punctuation); for
+   WordPiece anything without the ``##`` prefix. ``[CLS]``/``[SEP]`` are skipped, not word breaks, so a
+   continuation piece right after ``[SEP]`` joins the last word of segment A, as in the original.
+2. The budget is ``min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)))`` with the
+   whole sequence (specials included) as the length and Python's round-half-to-even, as the original.
+3. Every word index starts an n-gram of 1..``ngram`` words (cut short at the end of the sequence); the
+   start indexes are shuffled; for each, n is drawn with p(n) ∝ 1/n (``favor_shorter_ngram``); when the
+   n-gram would overflow the budget, shorter ones are tried; if even one word overflows, or any word of
+   the n-gram is already covered, the candidate is skipped.
+4. Each chosen token, independently: 80% ``[MASK]``, else 50/50 keep or a uniformly random vocabulary id.
+
+Deviations, both fixes: the original draws n with the *unseeded global* ``np.random.choice`` while everything
+else uses a seeded ``random.Random``, so its output cannot be reproduced; we draw n from the same seeded
+``random.Random`` (one per document/epoch, see :mod:`albert.data.instances`). ``do_permutation`` (off by
+default in the original and unused by the paper) is not implemented.
+
+Besides the positions, each chosen token carries one ``info`` byte (stored in static shards, read by
+``albert data stats``): bits 0-3 the span's n in words, bits 4-5 the replacement (0 ``[MASK]``, 1 kept,
+2 random), bit 7 set on the first token of a span.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# original create_pretraining_data.py _is_start_piece_sp: the characters of its `special_pieces` set.
+# (It also adds "€" and "£" *encoded as bytes*, which never equal a str piece under Python 3, so they have
+# no effect there; leaving them out reproduces the original's actual behaviour.)
+_SP_SPECIAL = frozenset('!"#$%&"()*+,-./:;?@[\\]^_`{|}~')
+_ENGLISH = frozenset("abcdefghijklmnopqrstuvwxyz")
+_SP_ALLOWED = _ENGLISH | _SP_SPECIAL
+
+REPLACE_MASK, REPLACE_KEEP, REPLACE_RANDOM = 0, 1, 2
+INFO_SPAN_START = 0x80
+
+
+def is_start_piece_sp(piece: str) -> bool:
+    """The original's ``_is_start_piece_sp``: does this SentencePiece piece start a word?"""
+    if piece.startswith("▁") or piece.startswith("<") or piece in _SP_SPECIAL:
+        return True
+    # "For foreign characters, we always treat them as a whole piece." (original comment)
+    return not all(ch.lower() in _SP_ALLOWED for ch in piece)
+
+
+def is_start_piece_wordpiece(piece: str) -> bool:
+    """The original's ``_is_start_piece_bert``: a WordPiece continuation carries the ``##`` prefix."""
+    return not piece.startswith("##")
+
+
+def start_piece_table(pieces: Sequence[str], kind: str) -> np.ndarray:
+    """A bool per vocabulary id: is that piece a word start (``kind`` "sentencepiece" | "wordpiece")."""
+    if kind == "sentencepiece":
+        rule: Callable[[str], bool] = is_start_piece_sp
+    elif kind == "wordpiece":
+        rule = is_start_piece_wordpiece
+    else:
+        raise ValueError(f"unknown tokenizer kind {kind!r} (expected 'sentencepiece' or 'wordpiece')")
+    return np.fromiter((rule(p) for p in pieces), dtype=bool, count=len(pieces))
+
+
+@dataclass(frozen=True)
+class MaskingConfig:
+    """Masked-LM settings; the defaults are the original's flags and the paper's setup."""
+
+    masked_lm_prob: float = 0.15  # original create_pretraining_data.py: masked_lm_prob
+    max_predictions_per_seq: int = 20  # original create_pretraining_data.py: max_predictions_per_seq
+    ngram: int = 3  # original create_pretraining_data.py: ngram (paper §4.1: n-gram masking, n <= 3)
+    favor_shorter_ngram: bool = True  # original: p(n) ∝ 1/n (paper §4.1)
+    whole_word: bool = True  # original create_pretraining_data.py: do_whole_word_mask
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob must be in [0, 1], got {self.masked_lm_prob}")
+        if self.max_predictions_per_seq < 1:
+            raise ValueError(f"max_predictions_per_seq must be >= 1, got {self.max_predictions_per_seq}")
+        if not 1 <= self.ngram <= 15:  # the span length is stored in 4 bits of the info byte
+            raise ValueError(f"ngram must be in [1, 15], got {self.ngram}")
+
+    def ngram_cdf(self) -> list[float]:
+        """Cumulative p(n) for n = 1..ngram."""
+        p = [1.0 / n for n in range(1, self.ngram + 1)]
+        if not self.favor_shorter_ngram:
+            p = p[::-1]  # original: pvals[::-1]
+        total = sum(p)
+        cdf, acc = [], 0.0
+        for v in p:
+            acc += v / total
+            cdf.append(acc)
+        cdf[-1] = 1.0
+        return cdf
+
+
+@dataclass
+class MaskedPositions:
+    """Result of masking one sequence: sorted positions, the ids placed there, and an info byte each."""
+
+    positions: np.ndarray  # (k,) int64, ascending
+    input_ids: np.ndarray  # (k,) int64: what the model sees at each position
+    info: np.ndarray  # (k,) uint8, see the module docstring
+    budget: int  # num_to_predict
+
+
+def masking_budget(length: int, cfg: MaskingConfig) -> int:
+    """``min(max_predictions_per_seq, max(1, round(length * masked_lm_prob)))`` (original, verbatim)."""
+    if cfg.masked_lm_prob == 0:
+        return 0
+    return min(cfg.max_predictions_per_seq, max(1, int(round(length * cfg.masked_lm_prob))))
+
+
+def word_candidates(
+    ids: Sequence[int] | np.ndarray,
+    is_start: Sequence[bool] | np.ndarray,
+    special_ids: Sequence[int],
+    whole_word: bool,
+) -> list[list[int]]:
+    """Group positions into candidate words (lists of positions), skipping special tokens."""
+    specials = set(int(s) for s in special_ids)
+    cand: list[list[int]] = []
+    for i, (tok, start) in enumerate(zip(ids, is_start)):
+        if int(tok) in specials:
+            continue
+        if whole_word and cand and not start:
+            cand[-1].append(i)
+        else:
+            cand.append([i])
+    return cand
+
+
+def create_masked_lm_predictions(
+    ids: np.ndarray,
+    is_start: np.ndarray,
+    *,
+    cfg: MaskingConfig,
+    special_ids: Sequence[int],
+    mask_id: int,
+    vocab_size: int,
+    rng: random.Random,
+    cdf: list[float] | None = None,
+) -> MaskedPositions:
+    """Choose the masked-LM positions for one sequence (``[CLS] A [SEP] B [SEP]``) as the original does.
+
+    Args:
+        ids: (T,) token ids of the whole sequence, specials included.
+        is_start: (T,) bool, whether each token starts a word (see :func:`start_piece_table`).
+        cfg: the masking settings.
+        special_ids: ids never masked nor counted as candidates (``[CLS]``, ``[SEP]``).
+        mask_id: the ``[MASK]`` id.
+        vocab_size: random replacements are drawn uniformly from ``range(vocab_size)`` (the original draws
+            from all vocabulary entries).
+        rng: the seeded generator; consumed in the original's order of draws.
+        cdf: precomputed ``cfg.ngram_cdf()``.
+
+    Returns:
+        The positions, the ids the model sees there and the info bytes, sorted by position.
+    """
+    length = len(ids)
+    budget = masking_budget(length, cfg)
+    empty = MaskedPositions(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8), budget)
+    if budget == 0:
+        return empty
+    cand = word_candidates(ids, is_start, special_ids, cfg.whole_word)
+    n_words = len(cand)
+    if n_words == 0:
+        return empty
+    cdf = cdf if cdf is not None else cfg.ngram_cdf()
+    ngram = cfg.ngram
+
+    # original: ngram_indexes[idx][n-1] = cand_indexes[idx:idx+n]; rng.shuffle(ngram_indexes). We shuffle the
+    # start indexes and slice lazily: the same draws, without building every slice up front.
+    starts = list(range(n_words))
+    rng.shuffle(starts)
+
+    covered = bytearray(n_words)  # per word: already part of a chosen span
+    chosen: list[tuple[int, int, int]] = []  # (position, input id, info)
+    n_chosen = 0
+    rand = rng.random
+    for idx in starts:
+        if n_chosen >= budget:
+            break
+        # original: n = np.random.choice(ngrams[:len(cand_index_set)], p=...), where len(cand_index_set) is
+        # always `ngram` (the slices near the end are shorter, not missing).
+        u = rand()
+        n = 1
+        while n < ngram and u >= cdf[n - 1]:
+            n += 1
+        # Try shorter n-grams while this one overflows the budget (original's while loop).
+        while True:
+            words = range(idx, min(idx + n, n_words))
+            size = sum(len(cand[w]) for w in words)
+            if n_chosen + size <= budget or n == 1:
+                break
+            n -= 1
+        if n_chosen + size > budget:
+            continue
+        if any(covered[w] for w in words):
+            continue
+        span_n = len(words)
+        first = True
+        for w in words:
+            covered[w] = 1
+            for pos in cand[w]:
+                if rand() < 0.8:  # original: 80% of the time, replace with [MASK]
+                    new_id, kind = mask_id, REPLACE_MASK
+                elif rand() < 0.5:  # original: 10% of the time, keep original
+                    new_id, kind = int(ids[pos]), REPLACE_KEEP
+                else:  # original: 10% of the time, replace with random word
+                    new_id, kind = rng.randint(0, vocab_size - 1), REPLACE_RANDOM
+                info = span_n | (kind << 4) | (INFO_SPAN_START if first else 0)
+                first = False
+                chosen.append((pos, new_id, info))
+                n_chosen += 1
+    assert n_chosen <= budget
+    chosen.sort()
+    if not chosen:
+        return empty
+    arr = np.asarray(chosen, dtype=np.int64)
+    return MaskedPositions(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].astype(np.uint8), budget)
+
+
+def apply_masks(
+    ids: np.ndarray, masks: MaskedPositions, ignore_index: int = -100
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (input_ids with replacements applied, mlm_labels: original id at masked positions else -100)."""
+    inputs = np.array(ids, dtype=np.int64, copy=True)
+    labels = np.full(len(ids), ignore_index, dtype=np.int64)
+    labels[masks.positions] = inputs[masks.positions]
+    inputs[masks.positions] = masks.input_ids
+    return inputs, labels

@@ -1,0 +1,99 @@
+"""Helpers for the tests of albert.data: a tiny SentencePiece tokenizer trained on a committed wiki excerpt.
+
+``make_tokenizer`` loads the model with ``albert.tokenizer.load_tokenizer`` when that module exists and
+otherwise with :class:`SpmStandIn`, a minimal stand-in with the agreed tokenizer interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+WIKI_SAMPLE = FIXTURES / "data_wiki_sample.txt"
+
+
+def train_spm(path: Path, vocab_size: int = 1000, text_file: Path = WIKI_SAMPLE) -> Path:
+    """Train a small unigram SentencePiece model with ALBERT's special ids (<pad> 0, <unk> 1, [CLS] 2 ...)."""
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    lines = [ln.strip() for ln in text_file.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(lines),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type="unigram",
+        pad_id=0,
+        unk_id=1,
+        bos_id=-1,
+        eos_id=-1,
+        control_symbols=["[CLS]", "[SEP]", "[MASK]"],
+        normalization_rule_name="nmt_nfkc_cf",  # lower-cases, as the released uncased ALBERT models
+        num_threads=1,
+        minloglevel=2,
+    )
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(model.getvalue())
+    return path
+
+
+class SpmStandIn:
+    """The agreed tokenizer interface, as far as albert.data uses it, over a raw SentencePiece model."""
+
+    kind = "sentencepiece"
+    do_lower_case = True
+
+    def __init__(self, model_file: str | Path) -> None:
+        self.model_file = str(model_file)
+        self._load()
+
+    def _load(self) -> None:
+        import sentencepiece as spm
+
+        data = Path(self.model_file).read_bytes()
+        self.fingerprint = hashlib.sha256(data).hexdigest()
+        self.sp = spm.SentencePieceProcessor(model_proto=data)
+        self.vocab_size = self.sp.get_piece_size()
+        self.pad_id, self.unk_id = 0, 1
+        self.cls_id = self.sp.piece_to_id("[CLS]")
+        self.sep_id = self.sp.piece_to_id("[SEP]")
+        self.mask_id = self.sp.piece_to_id("[MASK]")
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"model_file": self.model_file}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.model_file = state["model_file"]
+        self._load()
+
+    def encode_ids(self, text: str) -> list[int]:
+        return list(self.sp.encode(text))
+
+    def tokenize(self, text: str) -> list[str]:
+        return list(self.sp.encode(text, out_type=str))
+
+    def id_to_piece(self, i: int) -> str:
+        return self.sp.id_to_piece(i)
+
+    def convert_ids_to_tokens(self, ids: list[int]) -> list[str]:
+        return [self.sp.id_to_piece(int(i)) for i in ids]
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return self.sp.decode([int(i) for i in ids])
+
+
+def make_tokenizer(model_file: Path) -> Any:
+    try:
+        from albert.tokenizer import load_tokenizer
+    except ImportError:
+        return SpmStandIn(model_file)
+    return load_tokenizer(model_file)
+
+
+def read_all(data_dir: Path) -> dict[str, bytes]:
+    """Every file of a DATA_DIR (name -> bytes), for bitwise comparisons."""
+    return {p.name: p.read_bytes() for p in sorted(Path(data_dir).iterdir()) if p.is_file()}
