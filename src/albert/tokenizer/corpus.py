@@ -1,0 +1,172 @@
+"""Reading raw text for vocabulary training: plain text files and MediaWiki XML dumps.
+
+Text files are read as strict UTF-8, line by line, so that a bad byte is reported with its file and line.
+Compressed files (``.gz``, ``.bz2``, ``.xz``) are opened transparently. Files whose name contains
+``.xml`` are read as MediaWiki XML dumps: article text with the wiki markup stripped by a few simple rules
+(good enough for a vocabulary or a test corpus; not a full MediaWiki parser).
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import html
+import lzma
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "open_binary",
+    "iter_lines",
+    "iter_wiki_articles",
+    "strip_wiki_markup",
+    "split_sentences",
+    "iter_corpus_lines",
+]
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """Opens ``path`` for binary reading, decompressing ``.gz`` / ``.bz2`` / ``.xz`` transparently."""
+    p = str(path)
+    if p.endswith(".gz"):
+        return gzip.open(p, "rb")  # type: ignore[return-value]
+    if p.endswith(".bz2"):
+        return bz2.open(p, "rb")
+    if p.endswith(".xz"):
+        return lzma.open(p, "rb")
+    return open(p, "rb")
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """Yields the lines of a UTF-8 text file without their line ending.
+
+    Raises:
+        ValueError: a line is not valid UTF-8; the message names the file, the line and the byte.
+    """
+    with open_binary(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ValueError(
+                    f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start} of the line: "
+                    f"{raw[max(0, e.start - 10) : e.start + 10]!r})"
+                ) from None
+            if lineno == 1 and line.startswith("\ufeff"):
+                line = line[1:]  # a UTF-8 byte-order mark is not text
+            yield line.rstrip("\r\n")
+
+
+# --------------------------------------------------------------------------------------------------------
+# MediaWiki dumps
+# --------------------------------------------------------------------------------------------------------
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]
+
+
+def iter_wiki_articles(path: str | Path) -> Iterator[tuple[str, str]]:
+    """Yields ``(title, plain_text)`` for each main-namespace, non-redirect page of a MediaWiki XML dump."""
+    with open_binary(path) as f:
+        title, ns, text, redirect = "", "", "", False
+        for _event, elem in ET.iterparse(f, events=("end",)):
+            tag = _local(elem.tag)
+            if tag == "title":
+                title = elem.text or ""
+            elif tag == "ns":
+                ns = elem.text or ""
+            elif tag == "redirect":
+                redirect = True
+            elif tag == "text":
+                text = elem.text or ""
+            elif tag == "page":
+                if ns == "0" and not redirect and not text.lstrip().lower().startswith("#redirect"):
+                    yield title, strip_wiki_markup(text)
+                title, ns, text, redirect = "", "", "", False
+                elem.clear()
+
+
+_COMMENT = re.compile(r"<!--.*?-->", re.S)
+_REF = re.compile(r"<ref[^>/]*/>|<ref[^>]*>.*?</ref>", re.S | re.I)
+_DROP_BLOCKS = re.compile(
+    r"<(math|gallery|timeline|syntaxhighlight|source|score|imagemap|code|pre)[^>]*>.*?</\1>", re.S | re.I
+)
+_TAG = re.compile(r"</?[a-zA-Z][^>]*>")
+_TEMPLATE = re.compile(r"\{\{[^{}]*\}\}")
+_TABLE = re.compile(r"\{\|[^{}]*?\|\}", re.S)
+_FILE_LINK = re.compile(r"\[\[(?:File|Image|Category|Media|[a-z]{2,3}(?:-[a-z]+)?):[^\[\]]*\]\]", re.I)
+_LINK = re.compile(r"\[\[(?:[^\[\]|]*\|)?([^\[\]]*)\]\]")
+_EXT_LINK = re.compile(r"\[(?:https?|ftp)://[^\s\]]+(?: ([^\]]*))?\]")
+_BOLD_ITALIC = re.compile(r"'{2,}")
+_HEADING = re.compile(r"^=+\s*(.*?)\s*=+\s*$", re.M)
+_LIST_MARK = re.compile(r"^[*#:;]+\s*", re.M)
+
+
+def _remove_nested(pattern: re.Pattern[str], text: str) -> str:
+    while True:
+        new = pattern.sub("", text)
+        if new == text:
+            return text
+        text = new
+
+
+def strip_wiki_markup(text: str) -> str:
+    """Removes the common MediaWiki markup from an article, keeping its prose.
+
+    Simple rules, applied in order: comments, ``<ref>``s and non-prose blocks, templates ``{{...}}`` and
+    tables ``{|...|}`` (nested ones from the inside out), file/category/interlanguage links, ``[[target|label]]``
+    -> label, external links -> their label, bold/italic quotes, headings, list markers, HTML tags and
+    entities. Lines left without letters are dropped.
+    """
+    text = html.unescape(text)  # the dump double-escapes some entities (&amp;nbsp;)
+    text = _COMMENT.sub("", text)
+    text = _REF.sub("", text)
+    text = _DROP_BLOCKS.sub("", text)
+    text = _remove_nested(_TEMPLATE, text)
+    text = _remove_nested(_TABLE, text)
+    text = _remove_nested(_FILE_LINK, text)
+    text = _LINK.sub(r"\1", text)
+    text = _EXT_LINK.sub(lambda m: m.group(1) or "", text)
+    text = _BOLD_ITALIC.sub("", text)
+    text = _HEADING.sub(r"\1", text)
+    text = _LIST_MARK.sub("", text)
+    text = _TAG.sub("", text)
+    text = html.unescape(text).replace("\u00a0", " ")
+    lines = [ln.strip() for ln in text.split("\n")]
+    return "\n".join(ln for ln in lines if any(c.isalpha() for c in ln) and not ln.startswith(("|", "!")))
+
+
+# A sentence ends at . ! or ? (optionally followed by closing quotes/brackets) before whitespace and an
+# upper-case letter, digit or opening quote. Crude, but the text only has to look like real sentences.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+
+
+def split_sentences(paragraph: str) -> list[str]:
+    """Splits a paragraph into sentences with a simple punctuation rule (English-oriented)."""
+    out = []
+    start = 0
+    for m in _SENTENCE_END.finditer(paragraph):
+        piece = paragraph[start : m.start()] + m.group(0).rstrip()
+        start = m.end()
+        if piece.strip():
+            out.append(piece.strip())
+    tail = paragraph[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+def iter_corpus_lines(paths: Iterable[str | Path]) -> Iterator[str]:
+    """Yields the text lines of several inputs: MediaWiki dumps (``*.xml*``) one sentence per line (the
+    original pretraining format), other files line by line. Empty lines are skipped."""
+    for path in paths:
+        if ".xml" in Path(path).name:
+            for _title, text in iter_wiki_articles(path):
+                for paragraph in text.split("\n"):
+                    yield from split_sentences(paragraph)
+        else:
+            yield from (ln for ln in iter_lines(path) if ln.strip())
