@@ -24,7 +24,6 @@ import functools
 import json
 import logging
 import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -298,8 +297,10 @@ class ClassificationTask(Task):
         dev_splits: Sequence[str] = ("dev",),
         test_splits: Sequence[str] = (),
         positive_label: str | None = None,
+        text_fields: int = 1,
     ) -> None:
         self.name = name
+        self.text_fields = text_fields
         self._reader = reader
         self.labels = list(labels) if labels is not None else None
         self.kind = "classification" if labels is not None else "regression"
@@ -387,7 +388,7 @@ class ClassificationTask(Task):
         return out
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "labels": self.labels, "text_fields": 2}
+        return {**super().info(), "labels": self.labels, "text_fields": self.text_fields}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -488,27 +489,33 @@ def evaluate(
 # ---------------------------------------------------------------------------------------------------------
 # Fine-tuned model directories and run directories
 TASK_FILE = "task.json"
+REPORT_FILE = "report.json"
 
 
-def save_finetuned(
-    model: Any, tokenizer: Any, task: Task, path: Path, extra: Mapping[str, Any] | None = None
-) -> None:
-    """A model directory (config.json, model.safetensors, tokenizer files) plus task.json."""
-    model.save_pretrained(path, tokenizer=tokenizer)
+def write_task_info(task: Task, path: Path, extra: Mapping[str, Any] | None = None) -> None:
     info = {**task.info(), **(extra or {})}
     (path / TASK_FILE).write_text(json.dumps(info, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def resolve_model_dir(path: str | Path, checkpoint: str = "best") -> Path:
-    """A fine-tuning run directory resolves to its ``best/`` (or ``last/``) model directory; a model
-    directory is returned as is."""
+    """A model directory is returned as is; a fine-tuning run directory resolves to its ``best`` or
+    ``last`` checkpoint (as recorded in its report.json)."""
     p = Path(path)
     if (p / "config.json").is_file():
         return p
-    if (p / checkpoint / "config.json").is_file():
-        return p / checkpoint
+    if checkpoint not in ("best", "last"):
+        raise ValueError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
+    report = p / REPORT_FILE
+    if report.is_file():
+        d = json.loads(report.read_text(encoding="utf-8"))["checkpoints"][checkpoint].get("dir")
+        if d and (Path(d) / "config.json").is_file():
+            return Path(d)
+        if d and (p / "checkpoints" / Path(d).name / "config.json").is_file():  # run dir moved
+            return p / "checkpoints" / Path(d).name
+    if checkpoint == "best" and (p / "checkpoints" / "best" / "config.json").is_file():
+        return p / "checkpoints" / "best"
     raise ModelDirError(
-        f"{p}: neither a model directory (config.json) nor a fine-tuning run with {checkpoint}/"
+        f"{p}: neither a model directory (config.json) nor a fine-tuning run directory with a {checkpoint} checkpoint"
     )
 
 
@@ -517,7 +524,7 @@ def read_task_info(model_dir: Path) -> dict[str, Any]:
     if not f.is_file():
         raise ModelDirError(
             f"{model_dir}: no {TASK_FILE}; this model directory was not written by `albert finetune`, so its "
-            "labels and task are unknown"
+            "task and labels are unknown"
         )
     info: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
     return info
@@ -531,25 +538,12 @@ class FinetuneResult:
 
     output_dir: Path
     best: dict[str, Any]
+    """``dir``, ``step`` and the dev metrics of the best-on-dev checkpoint."""
     last: dict[str, Any]
+    """The same for the final weights."""
     history: list[dict[str, Any]]
     train_seconds: float
     report_path: Path
-
-
-def _evaluate_all(
-    task: Task,
-    dev_sets: Mapping[str, tuple[list[Example], list[Feature]]],
-    predict_fn: PredictFn,
-    cfg: FinetuneConfig,
-    pad_id: int,
-) -> dict[str, EvalResult]:
-    return {
-        split: evaluate(
-            task, ex, feats, predict_fn, split=split, batch_size=cfg.eval_batch_size, pad_id=pad_id
-        )
-        for split, (ex, feats) in dev_sets.items()
-    }
 
 
 def finetune(
@@ -560,19 +554,26 @@ def finetune(
     *,
     train_limit: int | None = None,
     predict_test: bool = True,
+    resume: bool = False,
+    max_time_s: float | None = None,
+    progress_bar: bool = True,
 ) -> FinetuneResult:
     """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
 
-    Evaluates on the dev split(s) every ``cfg.eval_every`` steps (default: each epoch) and at the end;
-    keeps ``output_dir/best`` (highest task score on the first dev split) and ``output_dir/last`` (the
-    final weights); writes dev (and test) predictions and ``report.json``.
+    Evaluates on the dev split(s) every ``cfg.eval_every`` steps (default: each epoch) and at the end.
+    Keeps two checkpoints, both model directories with the tokenizer and task.json:
+    ``OUTPUT/checkpoints/best`` (highest task score on the first dev split; the original reports only
+    this one) and ``OUTPUT/checkpoints/step-N`` (the final weights). ``OUTPUT/report.json`` says which is
+    which, with their dev metrics; dev predictions of both go to ``OUTPUT/predictions/``, test-split
+    predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``.
     """
     import torch
 
-    from albert.train import trainer as trainer_mod
+    from albert.train import Trainer, TrainerConfig
+    from albert.train.distributed import init_distributed
 
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    dist = init_distributed(cfg.device)
     torch.manual_seed(cfg.seed)
     tokenizer = load_model_tokenizer(init)
     pad_id = int(getattr(tokenizer, "pad_id", 0) or 0)
@@ -592,7 +593,7 @@ def finetune(
         "%s: %d train examples, %s; featurized in %.1fs",
         task.name,
         len(train_examples),
-        ", ".join(f"{len(e)} {s}" for s, (e, _) in dev_sets.items()),
+        ", ".join(f"{len(e)} {s}" for s, (e, _) in dev_sets.items()) or "no dev set",
         time.perf_counter() - t0,
     )
 
@@ -603,113 +604,150 @@ def finetune(
         )
     model = task.build_model(init, **overrides)
 
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    rank = int(os.environ.get("RANK", "0"))
-    if cfg.batch_size % world_size:
-        raise ValueError(f"batch size {cfg.batch_size} is not divisible by the {world_size} processes")
+    if cfg.batch_size % dist.world_size:
+        raise ValueError(f"batch size {cfg.batch_size} is not divisible by the {dist.world_size} processes")
     collate = functools.partial(
         task.collate, pad_id=pad_id, pad_to=cfg.max_seq_length if cfg.pad_to_max_length else None
     )
     batches = LengthGroupedBatches(
         train_features,
-        cfg.batch_size // world_size,
+        cfg.batch_size // dist.world_size,
         collate,
         group_by_length=cfg.group_by_length and not cfg.pad_to_max_length,
         seed=cfg.seed,
-        rank=rank,
-        world_size=world_size,
+        rank=dist.rank,
+        world_size=dist.world_size,
     )
     total_steps, warmup_steps = cfg.steps_for(len(train_features))
     steps_per_epoch = max(1, len(batches))
-    eval_every = cfg.eval_every or steps_per_epoch
-
-    history: list[dict[str, Any]] = []
-    best: dict[str, Any] = {}
     main_split = task.dev_splits[0] if task.dev_splits else None
+    pred_dir = out / "predictions"
+    state: dict[str, Any] = {"best_score": None, "latest": None}
 
-    def on_eval(step: int, module: Any) -> dict[str, float]:
-        """Called by the trainer every ``eval_every`` steps and at the end."""
-        if not dev_sets or rank != 0:
-            return {}
-        results = _evaluate_all(task, dev_sets, model_predict_fn(module), cfg, pad_id)
-        record: dict[str, Any] = {"step": step, "epoch": step / steps_per_epoch}
-        for split, res in results.items():
-            record.update({f"{split}_{k}": v for k, v in res.metrics.items()})
+    def eval_fn(module: Any) -> dict[str, float]:
+        """Dev metrics, flat: ``<metric>`` for the first dev split, ``<split>_<metric>`` for the others,
+        and ``score`` (the task score on the first dev split, which selects the best checkpoint)."""
+        fn = model_predict_fn(module)
+        flat: dict[str, float] = {}
+        results = {}
+        for split, (ex, feats) in dev_sets.items():
+            res = evaluate(task, ex, feats, fn, split=split, batch_size=cfg.eval_batch_size, pad_id=pad_id)
+            results[split] = res
+            prefix = "" if split == main_split else f"{split}_"
+            flat.update({f"{prefix}{k}": v for k, v in res.metrics.items()})
         assert main_split is not None
         score = task.score(results[main_split].metrics)
-        record["score"] = score
-        history.append(record)
-        logger.info("step %d: %s", step, ", ".join(f"{k}={v:.4f}" for k, v in record.items() if k != "step"))
-        if not best or score > best["score"]:
-            best.clear()
-            best.update(record)
-            save_finetuned(module, tokenizer, task, out / "best", {"step": step, "dev": record})
+        flat["score"] = score
+        state["latest"] = results
+        if dist.is_main and (state["best_score"] is None or score > state["best_score"]):
+            state["best_score"] = score  # the trainer keeps the weights under the same rule (max, strict)
             for split, res in results.items():
-                write_jsonl(out / "best" / f"{split}_predictions.jsonl", res.predictions)
-        return {k: v for k, v in record.items() if isinstance(v, float)}
+                write_jsonl(pred_dir / f"{split}_best.jsonl", res.predictions)
+        return flat
 
-    t_train = time.perf_counter()
-    trainer_mod.fit(
+    def on_save(tmp: Path) -> None:
+        tokenizer.save_pretrained(tmp)
+        write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": str(init)})
+
+    eval_every = cfg.eval_every or steps_per_epoch
+    trainer = Trainer.for_finetuning(
         model,
-        batches,
-        trainer_mod.FitConfig(
-            output_dir=str(out),
-            total_steps=total_steps,
-            warmup_steps=warmup_steps,
-            learning_rate=cfg.learning_rate,
-            optimizer=cfg.optimizer,
-            weight_decay=cfg.weight_decay,
-            adam_epsilon=cfg.adam_epsilon,
+        lr=cfg.learning_rate,
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        optimizer=cfg.optimizer,
+        weight_decay=cfg.weight_decay,
+        config=TrainerConfig(
+            max_steps=total_steps,
             max_grad_norm=cfg.max_grad_norm,
             precision=cfg.precision,
             device=cfg.device,
-            seed=cfg.seed,
-            eval_every=eval_every,
+            eval_every=eval_every if dev_sets else None,
+            eval_at_end=bool(dev_sets),
+            save_every=None,
+            keep_last=1,
+            best_metric="eval_score" if dev_sets else None,
+            best_mode="max",
+            max_time_s=max_time_s,
+            progress_bar=progress_bar,
+            log_every=max(1, min(50, steps_per_epoch // 10)),
         ),
-        evaluate=on_eval,
+        run_dir=out,
+        eval_fn=eval_fn if dev_sets else None,
+        on_save=on_save,
+        dist=dist,
     )
-    train_seconds = time.perf_counter() - t_train
+    logger.info(
+        "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
+        task.name,
+        init,
+        total_steps,
+        total_steps / steps_per_epoch,
+        steps_per_epoch,
+        warmup_steps,
+        cfg.learning_rate,
+        cfg.batch_size,
+    )
+    result = trainer.fit(batches, resume=resume or None)
 
-    last: dict[str, Any] = dict(history[-1]) if history else {"step": total_steps}
-    if rank == 0:
-        save_finetuned(model, tokenizer, task, out / "last", {"step": total_steps, "dev": last})
-        if predict_test:
-            _predict_test_splits(task, model, tokenizer, cfg, out, pad_id)
-    report = {
-        "task": task.info(),
-        "init": str(init),
-        "config": cfg.to_dict(),
-        "num_train_examples": len(train_examples),
-        "total_steps": total_steps,
-        "warmup_steps": warmup_steps,
-        "train_seconds": train_seconds,
-        "checkpoints": {
-            "best": {"dir": str(out / "best"), "selected_by": f"score on {main_split}", **best},
-            "last": {"dir": str(out / "last"), **last},
-        },
-        "history": history,
+    def strip(rec: Mapping[str, Any]) -> dict[str, Any]:
+        return {k.removeprefix("eval_"): v for k, v in rec.items()}
+
+    history = [strip(r) for r in result.eval_history]
+    last: dict[str, Any] = {
+        "dir": result.last_checkpoint,
+        **(history[-1] if history else {"step": result.steps}),
     }
-    report_path = out / "report.json"
-    report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    return FinetuneResult(out, best, last, history, train_seconds, report_path)
+    best: dict[str, Any] = {
+        "dir": result.best_checkpoint,
+        "selected_by": f"score on {main_split} (mean of {', '.join(task.metric_names)})",
+    }
+    best.update(next((h for h in history if h.get("step") == result.best_step), {"step": result.best_step}))
+    report_path = out / REPORT_FILE
+    if dist.is_main:
+        if state["latest"] is not None:
+            for split, res in state["latest"].items():
+                write_jsonl(pred_dir / f"{split}_last.jsonl", res.predictions)
+        if predict_test and task.test_splits:
+            best_dir = Path(result.best_checkpoint or result.last_checkpoint or out)
+            _predict_test_splits(
+                task, type(model).from_pretrained(best_dir), tokenizer, cfg, out / "test", pad_id
+            )
+        report = {
+            "task": task.info(),
+            "init": str(init),
+            "config": cfg.to_dict(),
+            "num_train_examples": len(train_examples),
+            "num_dev_examples": {s: len(e) for s, (e, _) in dev_sets.items()},
+            "total_steps": total_steps,
+            "warmup_steps": warmup_steps,
+            "steps_per_epoch": steps_per_epoch,
+            "train_seconds": result.elapsed_s,
+            "stop_reason": result.stop_reason,
+            "checkpoints": {"best": best, "last": last},
+            "history": history,
+        }
+        report_path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
+        logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
+    return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
 
 
 def _predict_test_splits(
     task: Task, model: Any, tokenizer: Any, cfg: FinetuneConfig, out: Path, pad_id: int
 ) -> None:
-    """Predictions of the best checkpoint on the test splits that exist (leaderboard files for GLUE)."""
-    if not task.test_splits or not (out / "best").is_dir():
-        return
-    best_model = type(model).from_pretrained(out / "best")
-    fn = model_predict_fn(best_model, device=next(model.parameters()).device)
-    best_model.to(next(model.parameters()).device)
+    """Predictions of ``model`` on the task's test splits that exist (GLUE: leaderboard files)."""
+    from albert.train.distributed import pick_device
+
+    model.to(pick_device(cfg.device))
+    fn = model_predict_fn(model)
     for split in task.test_splits:
         try:
             examples = task.read(split)
         except FileNotFoundError as e:
-            logger.info("no %s split (%s); skipping its predictions", split, e)
+            logger.info("no %s split (%s); no predictions for it", split, e)
             continue
         feats = task.featurize(examples, tokenizer, cfg.max_seq_length)
         res = evaluate(task, examples, feats, fn, split=split, batch_size=cfg.eval_batch_size, pad_id=pad_id)
-        path = task.write_test_predictions(split, res.predictions, out / "test")
+        path = task.write_test_predictions(split, res.predictions, out)
         logger.info("wrote %d %s predictions to %s", len(res.predictions), split, path)

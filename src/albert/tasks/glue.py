@@ -326,6 +326,7 @@ class GlueTask(ClassificationTask):
             dev_splits=spec.dev_splits,
             test_splits=spec.test_splits,
             positive_label=spec.positive_label,
+            text_fields=1 if next(iter(spec.splits.values())).text_b is None else 2,
         )
 
     def write_test_predictions(
@@ -363,3 +364,26 @@ def glue_report(results: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
         names = SPECS["mnli"].metrics if task == "mnli-mm" else get_spec(task).metrics
         scores[task] = task_score(metrics, names)
     return glue_average(scores)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Command-line hooks (`albert finetune glue`, `albert evaluate glue`; see albert.cli.finetune)
+def cli_arguments(parser: Any, mode: str) -> None:
+    """The GLUE arguments of `albert finetune glue` / `albert evaluate glue`."""
+    parser.add_argument("--task", required=True, metavar="NAME", help=f"GLUE task: {', '.join(TASK_NAMES)}")
+    parser.add_argument(
+        "--data-dir",
+        required=True,
+        type=Path,
+        help="GLUE root as the download script writes it (DIR/<TASK>/*.tsv)",
+    )
+
+
+def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask, FinetuneConfig]:
+    """The task and its preset (the original's hyperparameters) from parsed arguments."""
+    spec = get_spec(args.task)
+    if info is not None and info.get("labels") not in (None, list(spec.labels or [])):
+        raise ValueError(
+            f"the model was fine-tuned with labels {info.get('labels')}, GLUE {spec.name} has {spec.labels}"
+        )
+    return GlueTask(spec, args.data_dir), spec.preset

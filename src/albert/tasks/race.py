@@ -337,3 +337,37 @@ class MultipleChoiceTask(Task):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "max_qa_length": self.max_qa_length}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Command-line hooks (`albert finetune race`, `albert evaluate race`; see albert.cli.finetune)
+def cli_arguments(parser: Any, mode: str) -> None:
+    g = parser.add_argument_group("data: a RACE directory or multiple-choice JSONL files")
+    g.add_argument("--data-dir", type=Path, help="RACE root (DIR/RACE/{train,dev,test}/{middle,high}/*.txt)")
+    g.add_argument("--train", type=Path, help="JSONL training file (generic multiple-choice format)")
+    g.add_argument("--dev", type=Path, help="JSONL dev file")
+    g.add_argument("--test", type=Path, help="JSONL test file")
+    g.add_argument("--levels", default="middle,high", help="RACE levels to use (default: middle,high)")
+    g.add_argument(
+        "--max-qa-length", type=int, default=MAX_QA_LENGTH, help="question+option tokens kept (original: 128)"
+    )
+
+
+def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[MultipleChoiceTask, FinetuneConfig]:
+    files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
+    if args.data_dir is not None and files:
+        raise ValueError("give either --data-dir (RACE layout) or --train/--dev/--test JSONL files, not both")
+    if args.data_dir is None and not files:
+        raise ValueError("give --data-dir (RACE layout) or --train/--dev/--test JSONL files")
+    max_qa = args.max_qa_length
+    if info is not None and "max_qa_length" in info and max_qa == MAX_QA_LENGTH:
+        max_qa = int(info["max_qa_length"])
+    data = MultipleChoiceData(
+        data_dir=args.data_dir,
+        files=files or None,
+        levels=tuple(x.strip() for x in args.levels.split(",")),
+        max_qa_length=max_qa,
+    )
+    return MultipleChoiceTask(
+        data, name="race" if args.data_dir is not None else "multiple_choice"
+    ), RACE_PRESET

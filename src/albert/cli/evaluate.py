@@ -1,0 +1,95 @@
+"""`albert evaluate {glue,custom,race}`: metrics and predictions of a fine-tuned model on a split."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+import time
+from pathlib import Path
+
+HELP = "evaluate a fine-tuned model (run directory or model directory) on a task split"
+DESCRIPTION = """Evaluate a fine-tuned model on a split and write its predictions.
+
+  albert evaluate glue --task mnli --data-dir GLUE --model RUN_DIR --split dev_mismatched
+  albert evaluate glue --task sst2 --data-dir GLUE --model RUN_DIR --split test    # leaderboard file
+  albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
+  albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
+
+--model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
+directory written by it. Unlabelled splits get predictions only."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert.cli.finetune import TASKS
+
+    sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
+    for name, module_name in TASKS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=f"evaluate on {name}")
+        p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
+        p.add_argument(
+            "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
+        )
+        p.add_argument("--split", default="dev", help="split to evaluate (default: dev)")
+        p.add_argument("--output", type=Path, help="predictions file (default: MODEL/eval/<split>.jsonl)")
+        p.add_argument("--batch-size", type=int, default=64)
+        p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
+        p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
+        module.cli_arguments(p, "evaluate")
+
+
+def run(args: argparse.Namespace) -> int:
+    from albert.cli.finetune import task_module
+    from albert.tasks.base import (
+        ModelDirError,
+        TaskDataError,
+        evaluate,
+        load_model_tokenizer,
+        model_predict_fn,
+        read_task_info,
+        resolve_model_dir,
+        write_jsonl,
+    )
+    from albert.train.distributed import pick_device
+
+    try:
+        model_dir = resolve_model_dir(args.model, args.checkpoint)
+        info = read_task_info(model_dir)
+        tokenizer = load_model_tokenizer(model_dir)
+        task, preset = task_module(args.task_kind).cli_task(args, info)
+        if task.kind != info.get("kind"):
+            raise ModelDirError(
+                f"{model_dir}: a {info.get('kind')} model cannot be evaluated on a {task.kind} task"
+            )
+        max_len = args.max_seq_length or int(info.get("max_seq_length", preset.max_seq_length))
+        examples = task.read(args.split)
+        features = task.featurize(examples, tokenizer, max_len)
+    except (TaskDataError, ModelDirError, ValueError, KeyError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    model = task.build_model(model_dir).to(pick_device(args.device))
+    t0 = time.perf_counter()
+    res = evaluate(
+        task,
+        examples,
+        features,
+        model_predict_fn(model),
+        split=args.split,
+        batch_size=args.batch_size,
+        pad_id=int(getattr(tokenizer, "pad_id", 0) or 0),
+    )
+    seconds = time.perf_counter() - t0
+    out = args.output or (Path(model_dir) / "eval" / f"{args.split}.jsonl")
+    write_jsonl(out, res.predictions)
+    extra = ""
+    if args.split.startswith("test") or args.split == "ax" or not res.metrics:
+        path = task.write_test_predictions(args.split, res.predictions, out.parent)
+        extra = f", submission file {path}"
+    summary = {"model": str(model_dir), "split": args.split, "num_examples": len(examples), **res.metrics}
+    if res.metrics:
+        summary["score"] = task.score(res.metrics)
+    print(json.dumps(summary, indent=2))
+    print(f"{len(examples)} examples in {seconds:.1f} s; predictions in {out}{extra}", file=sys.stderr)
+    return 0

@@ -1,0 +1,164 @@
+"""`albert finetune {glue,custom,race,...}`: fine-tune a model directory on a task with the one trainer.
+
+The task table below is the only place that lists tasks. Each entry names a module in ``albert.tasks``
+with two command-line hooks:
+
+* ``cli_arguments(parser, mode)``: add the task's data arguments (``mode`` is ``"finetune"`` or
+  ``"evaluate"``);
+* ``cli_task(args, info=None) -> (Task, FinetuneConfig)``: build the task (``info``: the task.json of a
+  fine-tuned model, which fixes e.g. the label order when evaluating) and its hyperparameter preset.
+
+Adding a task (SQuAD) is one line in `TASKS` plus those two functions in its module. The hyperparameter
+flags (``--learning-rate``, ``--batch-size``, ...) are generated from `FinetuneConfig` and override the
+preset; ``--print-config`` shows the resolved configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import sys
+from typing import Any
+
+HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
+DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
+
+  albert finetune glue --task sst2 --data-dir GLUE --init MODEL_DIR --output RUN_DIR
+  albert finetune custom --train data.csv --text-column text --label-column label --init MODEL_DIR --output RUN_DIR
+  albert finetune race --data-dir RACE_ROOT --init MODEL_DIR --output RUN_DIR
+
+The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
+checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics."""
+
+# task command -> module with cli_arguments(parser, mode) and cli_task(args, info) (see module docstring)
+TASKS: dict[str, str] = {
+    "glue": "albert.tasks.glue",
+    "custom": "albert.tasks.custom",
+    "race": "albert.tasks.race",
+}
+
+_FLAG_HELP = {
+    "learning_rate": "peak learning rate",
+    "batch_size": "examples per optimizer step (global)",
+    "train_steps": "optimizer steps (overrides --epochs)",
+    "epochs": "passes over the training set when --train-steps is not set",
+    "warmup_steps": "linear warmup steps",
+    "warmup_fraction": "warmup as a fraction of the steps when --warmup-steps is not set",
+    "max_seq_length": "maximum tokens per sequence",
+    "eval_batch_size": "batch size for evaluation",
+    "eval_every": "evaluate on dev every N steps (default: every epoch)",
+    "classifier_dropout": "dropout before the task head",
+    "encoder_dropout": "hidden and attention dropout in the encoder while fine-tuning (the README's 'ALBERT DR')",
+    "optimizer": "adamw | adamw_original | lamb",
+    "weight_decay": "weight decay (LayerNorm and biases excluded)",
+    "adam_epsilon": "Adam epsilon",
+    "max_grad_norm": "global gradient-norm clipping",
+    "seed": "random seed (initialization of the head, data order, dropout)",
+    "group_by_length": "batch examples of similar length together",
+    "pad_to_max_length": "pad every batch to --max-seq-length as the original (slow)",
+    "precision": "fp32 | bf16 | fp16",
+    "device": "cpu | cuda | cuda:N (default: a GPU when there is one)",
+}
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per `FinetuneConfig` field; unset flags keep the task preset."""
+    from albert.tasks.base import FinetuneConfig
+
+    g = parser.add_argument_group("hyperparameters (default: the task's preset)")
+    for f in dataclasses.fields(FinetuneConfig):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = _FLAG_HELP.get(f.name, f.name)
+        if f.type in ("bool", bool):
+            g.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
+            )
+            continue
+        kind = {"float": float, "int": int, "str": str}
+        base = str(f.type).split("|")[0].strip()
+        g.add_argument(flag, dest=f.name, type=kind.get(base, str), default=None, help=help_text)
+
+
+def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from albert.tasks.base import FinetuneConfig
+
+    return {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(FinetuneConfig)
+        if getattr(args, f.name, None) is not None
+    }
+
+
+def task_module(name: str) -> Any:
+    return importlib.import_module(TASKS[name])
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
+    for name, module_name in TASKS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=(module.__doc__ or name).strip().splitlines()[0])
+        p.add_argument(
+            "--init", required=True, help="model directory to start from (ours, HF ALBERT, HF BERT)"
+        )
+        p.add_argument("--output", required=True, help="run directory to write")
+        module.cli_arguments(p, "finetune")
+        add_config_flags(p)
+        r = p.add_argument_group("run")
+        r.add_argument("--train-limit", type=int, help="use only the first N training examples (smoke runs)")
+        r.add_argument(
+            "--no-test", action="store_true", help="do not predict the test split(s) after training"
+        )
+        r.add_argument(
+            "--resume", action="store_true", help="continue the run in --output from its last checkpoint"
+        )
+        r.add_argument(
+            "--max-time", type=float, help="training time budget in seconds (then checkpoint and stop)"
+        )
+        r.add_argument("--no-progress", action="store_true", help="no progress bar")
+        r.add_argument(
+            "--print-config", action="store_true", help="print the resolved configuration and exit"
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from albert.tasks.base import ModelDirError, TaskDataError, finetune
+
+    module = task_module(args.task_kind)
+    try:
+        task, preset = module.cli_task(args)
+    except (TaskDataError, ValueError, KeyError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cfg = preset.replace(**config_overrides(args))
+    if args.train_steps is None and args.epochs is not None:
+        cfg = dataclasses.replace(cfg, train_steps=None)  # --epochs wins over a preset's step count
+        if args.warmup_steps is None:
+            cfg = dataclasses.replace(cfg, warmup_steps=None)
+    if args.print_config:
+        print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
+        return 0
+    try:
+        result = finetune(
+            task,
+            args.init,
+            args.output,
+            cfg,
+            train_limit=args.train_limit,
+            predict_test=not args.no_test,
+            resume=args.resume,
+            max_time_s=args.max_time,
+            progress_bar=not args.no_progress,
+        )
+    except (TaskDataError, ModelDirError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for which in ("best", "last"):
+        rec = getattr(result, which)
+        metrics = {k: v for k, v in rec.items() if isinstance(v, float)}
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        print(f"{which:>4}: step {rec.get('step')}  {shown}  -> {rec.get('dir')}")
+    print(f"report: {result.report_path}  (training {result.train_seconds:.0f} s)")
+    return 0
