@@ -14,6 +14,9 @@ import sys
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
     "params": "albert.cli.params",
+    "finetune": "albert.cli.finetune",
+    "evaluate": "albert.cli.evaluate",
+    "predict": "albert.cli.predict",
     "tokenizer": "albert.cli.tokenizer",
 }
 
