@@ -14,6 +14,7 @@ import sys
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
     "params": "albert.cli.params",
+    "convert": "albert.cli.convert",
     "finetune": "albert.cli.finetune",
     "evaluate": "albert.cli.evaluate",
     "predict": "albert.cli.predict",

@@ -1,0 +1,520 @@
+"""Released TensorFlow 1 checkpoints -> our models, without TensorFlow.
+
+The name tables below are `albert.convert.keymap` tables (the same ``{}`` templates and `keymap.expand`):
+our name template -> TF variable name template(s); several TF names are concatenated along dim 0 (the
+fused QKV projection, rows [q; k; v]). How a TF tensor becomes ours follows from its name alone:
+
+* ``.../kernel`` (dense layers, ``tf.layers.dense`` and modeling.py ``dense_layer_2d/3d``) is stored
+  (in, out): transposed to nn.Linear's (out, in). Attention kernels of older exports stored as
+  (H, heads, head_dim) / (heads, head_dim, H) are flattened to 2-D first.
+* Embedding tables (V, E) and ``output_weights`` (out, in; used as ``matmul(x, w, transpose_b=True)``
+  in run_pretraining.py and classifier_utils.py) are copied as they are.
+* LayerNorm ``gamma`` / ``beta`` are weight / bias.
+
+Layouts (detected from the variable names; a leading ``module/`` of TF-Hub graphs is ignored):
+
+``google``      google-research/albert modeling.py, the release tarballs, TF-Hub modules and the albert_zh
+                "google" checkpoints: ``bert/encoder/transformer/group_{g}/inner_group_{i}/...``, the
+                E->H projection at ``bert/encoder/embedding_hidden_mapping_in``.
+``brightmart``  brightmart/albert_zh modeling.py (albert_tiny/base/large/xlarge_zh): BERT names under one
+                shared scope ``bert/encoder/layer_shared/...``, and the factorization *inside* the word
+                embedding: ``word_embeddings`` (V, E) times ``word_embeddings_2`` (E, H), no bias; position
+                and token-type tables, LayerNorm and the MLM transform at size H; MLM logits
+                ``x @ word_embeddings_2.T @ word_embeddings.T`` (run_pretraining.py). Exactly our model with
+                E = H: word table ``word_embeddings @ word_embeddings_2`` (computed in float64, rounded once
+                to float32) and an identity E->H projection (kept so that Hugging Face's ALBERT, which
+                always has one, loads the result too).
+``bert``        google-research/bert (``bert/encoder/layer_{l}/...``): no sharing, E = H, NSP head.
+
+Optimizer slots (``adam_m``/``adam_v`` of AdamWeightDecayOptimizer, ``lamb_m``/``lamb_v`` of the LAMB
+optimizer, ``Adam``/``Adam_1`` of tf.train.AdamOptimizer) and bookkeeping (``global_step``, ...) are
+skipped with one log line. Any other variable that no rule uses is an error naming it, unless
+``allow_unused``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from albert.config import AlbertConfig, ConfigError
+from albert.convert import keymap
+from albert.convert.keymap import KeyRule
+from albert.convert.tf_checkpoint import TFCheckpoint
+
+logger = logging.getLogger(__name__)
+
+# ------------------------------------------------------------------------------------------- name tables
+_G = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
+TF_ALBERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
+    # google-research/albert modeling.py AlbertModel / transformer_model / attention_ffn_block
+    "embeddings.word.weight": "bert/embeddings/word_embeddings",
+    "embeddings.position.weight": "bert/embeddings/position_embeddings",
+    "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
+    "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
+    "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
+    "embeddings.project.weight": "bert/encoder/embedding_hidden_mapping_in/kernel",
+    "embeddings.project.bias": "bert/encoder/embedding_hidden_mapping_in/bias",
+    "encoder.attention.{a}.qkv.weight": tuple(
+        _G + f"attention_1/self/{n}/kernel" for n in ("query", "key", "value")
+    ),
+    "encoder.attention.{a}.qkv.bias": tuple(
+        _G + f"attention_1/self/{n}/bias" for n in ("query", "key", "value")
+    ),
+    "encoder.attention.{a}.out.weight": _G + "attention_1/output/dense/kernel",
+    "encoder.attention.{a}.out.bias": _G + "attention_1/output/dense/bias",
+    # contrib layer_norm's default scopes: the first in a scope is "LayerNorm", the second "LayerNorm_1"
+    "encoder.attention.{a}.norm.weight": _G + "LayerNorm/gamma",
+    "encoder.attention.{a}.norm.bias": _G + "LayerNorm/beta",
+    "encoder.ffn.{f}.up.weight": _G + "ffn_1/intermediate/dense/kernel",
+    "encoder.ffn.{f}.up.bias": _G + "ffn_1/intermediate/dense/bias",
+    "encoder.ffn.{f}.down.weight": _G + "ffn_1/intermediate/output/dense/kernel",
+    "encoder.ffn.{f}.down.bias": _G + "ffn_1/intermediate/output/dense/bias",
+    "encoder.ffn.{f}.norm.weight": _G + "LayerNorm_1/gamma",
+    "encoder.ffn.{f}.norm.bias": _G + "LayerNorm_1/beta",
+    "pooler.weight": "bert/pooler/dense/kernel",
+    "pooler.bias": "bert/pooler/dense/bias",
+}
+
+
+def _bert_style_backbone(layer_scope: str) -> dict[str, str | tuple[str, ...]]:
+    """google-research/bert modeling.py names; brightmart's albert_zh uses them under one shared scope."""
+    s = f"bert/encoder/{layer_scope}/"
+    return {
+        "embeddings.word.weight": "bert/embeddings/word_embeddings",
+        "embeddings.position.weight": "bert/embeddings/position_embeddings",
+        "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
+        "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
+        "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
+        "encoder.attention.{a}.qkv.weight": tuple(
+            s + f"attention/self/{n}/kernel" for n in ("query", "key", "value")
+        ),
+        "encoder.attention.{a}.qkv.bias": tuple(
+            s + f"attention/self/{n}/bias" for n in ("query", "key", "value")
+        ),
+        "encoder.attention.{a}.out.weight": s + "attention/output/dense/kernel",
+        "encoder.attention.{a}.out.bias": s + "attention/output/dense/bias",
+        "encoder.attention.{a}.norm.weight": s + "attention/output/LayerNorm/gamma",
+        "encoder.attention.{a}.norm.bias": s + "attention/output/LayerNorm/beta",
+        "encoder.ffn.{f}.up.weight": s + "intermediate/dense/kernel",
+        "encoder.ffn.{f}.up.bias": s + "intermediate/dense/bias",
+        "encoder.ffn.{f}.down.weight": s + "output/dense/kernel",
+        "encoder.ffn.{f}.down.bias": s + "output/dense/bias",
+        "encoder.ffn.{f}.norm.weight": s + "output/LayerNorm/gamma",
+        "encoder.ffn.{f}.norm.bias": s + "output/LayerNorm/beta",
+        "pooler.weight": "bert/pooler/dense/kernel",
+        "pooler.bias": "bert/pooler/dense/bias",
+    }
+
+
+TF_BRIGHTMART_BACKBONE = _bert_style_backbone("layer_shared")  # brightmart/albert_zh modeling.py
+TF_BERT_BACKBONE = _bert_style_backbone("layer_{l}")
+BRIGHTMART_PROJECTION = "bert/embeddings/word_embeddings_2"
+
+_MLM: dict[str, str | tuple[str, ...]] = {
+    # run_pretraining.py get_masked_lm_output
+    "mlm.dense.weight": "cls/predictions/transform/dense/kernel",
+    "mlm.dense.bias": "cls/predictions/transform/dense/bias",
+    "mlm.norm.weight": "cls/predictions/transform/LayerNorm/gamma",
+    "mlm.norm.bias": "cls/predictions/transform/LayerNorm/beta",
+    "mlm.bias": "cls/predictions/output_bias",
+}
+TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
+    # run_pretraining.py get_sentence_order_output (ALBERT) / get_next_sentence_output (BERT)
+    "pretraining": {
+        **_MLM,
+        "sop.weight": "cls/seq_relationship/output_weights",
+        "sop.bias": "cls/seq_relationship/output_bias",
+    },
+    "mlm": _MLM,
+    # classifier_utils.py create_model: output_weights (num_labels, H) at the top-level scope
+    "classification": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
+    # race_utils.py: the same variables with one label; choose this head with head="multiple_choice"
+    "multiple_choice": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
+    # squad_utils.py v1 create_v1_model: rows (start, end)
+    "question_answering": {"qa.weight": "cls/squad/output_weights", "qa.bias": "cls/squad/output_bias"},
+}
+HEADS = tuple(TF_HEADS)
+
+# Optimizer state and bookkeeping: never weights of the model.
+_SKIP = re.compile(
+    r"/(adam_[mv]|lamb_[mv]|Adam(_1)?|Momentum|RMSProp(_1)?|Adagrad|Adafactor_\w+|"
+    r"AdamWeightDecayOptimizer(_1)?|LAMBOptimizer(_1)?|ExponentialMovingAverage)$"
+    r"|(^|/)(global_step|beta[12]_power|good_steps|current_loss_scale|loss_scale|_CHECKPOINTABLE_OBJECT_GRAPH)$"
+)
+_HUB_PREFIX = "module/"
+
+
+class ConversionError(ValueError):
+    """A checkpoint that cannot be converted; the message names the tensor(s) and the file."""
+
+
+def is_skipped(name: str) -> bool:
+    """Optimizer slots and training bookkeeping, skipped by the converter."""
+    return bool(_SKIP.search(name))
+
+
+def detect_layout(names: Iterable[str]) -> str:
+    """``google``, ``brightmart`` or ``bert`` (see the module docstring), from the variable names."""
+    names = list(names)
+    if any(n.startswith("bert/encoder/transformer/group_") for n in names):
+        return "google"
+    if any(n.startswith("bert/encoder/layer_shared/") for n in names):
+        return "brightmart"
+    if any(re.match(r"bert/encoder/layer_\d+/", n) for n in names):
+        return "bert"
+    sample = ", ".join(sorted(names)[:6])
+    raise ConversionError(
+        "no ALBERT/BERT encoder variables found (expected bert/encoder/transformer/group_0/..., "
+        f"bert/encoder/layer_shared/... or bert/encoder/layer_0/...); the checkpoint has: {sample}"
+    )
+
+
+def tf_rules(config: AlbertConfig, layout: str, head: str | None, *, bare: bool) -> list[KeyRule]:
+    """Concrete our-name <- TF-name rules. ``bare``: our names as a bare `AlbertModel` has them."""
+    table = {"google": TF_ALBERT_BACKBONE, "brightmart": TF_BRIGHTMART_BACKBONE, "bert": TF_BERT_BACKBONE}[
+        layout
+    ]
+    rules = keymap.expand(table, config)
+    if layout != "brightmart" and not config.has_projection:
+        rules = [r for r in rules if not r.ours.startswith("embeddings.project.")]
+    if not bare:
+        rules = [KeyRule(keymap.OUR_BACKBONE_PREFIX + r.ours, r.theirs) for r in rules]
+    if head is not None:
+        rules += keymap.expand(TF_HEADS[head], config)
+    return rules
+
+
+# ------------------------------------------------------------------------------------------ config, files
+_CONFIG_NAMES = ("albert_config.json", "bert_config.json", "config.json")
+
+
+def _candidate_dirs(prefix: Path) -> list[Path]:
+    """Directories that may hold the config and vocabulary of a checkpoint: its own, the TF-Hub module
+    root and ``assets/`` (for ``variables/variables``)."""
+    d = prefix.parent
+    dirs = [d, d / "assets"]
+    if d.name == "variables":
+        dirs += [d.parent, d.parent / "assets"]
+    return [x for x in dirs if x.is_dir()]
+
+
+def find_config(prefix: Path) -> Path | None:
+    for d in _candidate_dirs(prefix):
+        for name in _CONFIG_NAMES:
+            if (d / name).is_file():
+                return d / name
+        brightmart = sorted(d.glob("albert_config*.json"))  # albert_zh: albert_config_tiny.json, ...
+        if len(brightmart) == 1:
+            return brightmart[0]
+    return None
+
+
+def find_vocab(prefix: Path) -> Path | None:
+    """The release's SentencePiece model (``30k-clean.model``, ``spiece.model``) or WordPiece ``vocab.txt``."""
+    for d in _candidate_dirs(prefix):
+        models = sorted(d.glob("*.model"))
+        if models:
+            return models[0]
+        if (d / "vocab.txt").is_file():
+            return d / "vocab.txt"
+    return None
+
+
+def _config_for_layout(config: AlbertConfig, raw: dict[str, Any], layout: str, source: str) -> AlbertConfig:
+    if layout == "brightmart":
+        if str(raw.get("ln_type", "postln")).lower() == "preln":
+            raise ConversionError(
+                f"{source}: ln_type 'preln' (brightmart modeling_preln.py) is not supported"
+            )
+        # E = H with an identity projection, one shared layer (see the module docstring)
+        return config.replace(
+            embedding_size=config.hidden_size,
+            embedding_projection=True,
+            sharing="all",
+            num_hidden_groups=1,
+            inner_group_num=1,
+            model_type="albert",
+        )
+    if layout == "bert" and config.model_type != "bert":
+        raise ConversionError(
+            f"{source}: the checkpoint has BERT's layout but the config is not a BERT config"
+        )
+    if layout == "google" and config.model_type != "albert":
+        raise ConversionError(f"{source}: the checkpoint has ALBERT's layout but the config is a BERT config")
+    return config
+
+
+# ------------------------------------------------------------------------------------------- conversion
+@dataclass
+class TFConversionReport:
+    """What `load_tf_checkpoint` did."""
+
+    prefix: Path
+    layout: str
+    head: str | None
+    config_source: str
+    used: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    unused: list[str] = field(default_factory=list)
+
+
+def _choose_head(names: set[str]) -> str | None:
+    if {"output_weights", "output_bias"} <= names:
+        return "classification"
+    if "cls/squad/output_weights" in names:
+        return "question_answering"
+    if "cls/predictions/output_bias" in names:
+        return "pretraining" if "cls/seq_relationship/output_weights" in names else "mlm"
+    return None
+
+
+def _model_class(head: str | None) -> type[Any]:
+    from albert import model as m
+
+    return {
+        None: m.AlbertModel,
+        "pretraining": m.AlbertForPreTraining,
+        "mlm": m.AlbertForMaskedLM,
+        "classification": m.AlbertForSequenceClassification,
+        "multiple_choice": m.AlbertForMultipleChoice,
+        "question_answering": m.AlbertForQuestionAnswering,
+    }[head]
+
+
+def _to_ours(arr: np.ndarray, tf_name: str, want_in_tf_layout: tuple[int, ...]) -> torch.Tensor:
+    """One TF tensor in nn.Module layout (float32). ``want_in_tf_layout``: the shape it must have in TF's
+    layout (our shape, reversed for kernels)."""
+    if arr.dtype.kind == "f" and arr.dtype != np.float32:
+        arr = arr.astype(np.float32)
+    if (
+        arr.shape != want_in_tf_layout
+        and arr.size == int(np.prod(want_in_tf_layout))
+        and arr.ndim > len(want_in_tf_layout)
+    ):
+        # (H, heads, head_dim) query/key/value kernels, (heads, head_dim, H) output kernels, (heads, head_dim)
+        # biases of older exports: the C-order flattening is the 2-D (1-D) variable of modeling.py.
+        arr = arr.reshape(want_in_tf_layout)
+    t = torch.from_numpy(arr)
+    if tf_name.endswith("/kernel"):
+        t = t.T.contiguous()  # (in, out) -> (out, in); the numpy buffer is released by the caller
+    return t
+
+
+def load_tf_checkpoint(
+    path: str | Path,
+    *,
+    config: AlbertConfig | str | Path | None = None,
+    head: str | None = "auto",
+    allow_unused: bool = False,
+    verify: bool = True,
+) -> tuple[Any, TFConversionReport]:
+    """Build one of our models from a TensorFlow 1 checkpoint (prefix, one of its files, or its directory).
+
+    Args:
+        path: checkpoint prefix, one of its files, a release directory or a TF-Hub module directory.
+        config: an `AlbertConfig`, a path to ``albert_config.json`` (released, brightmart's or Hugging
+            Face's), or None to look for one next to the checkpoint (and in a TF-Hub ``assets/``).
+        head: ``auto`` (from the variables: ``output_weights`` -> classification, ``cls/squad`` -> question
+            answering, ``cls/predictions`` + ``cls/seq_relationship`` -> pretraining, ...), one of
+            `HEADS`, or None for the bare encoder.
+        allow_unused: log variables that no rule uses instead of raising.
+        verify: check every tensor's CRC32C (on by default).
+
+    Returns:
+        The model (float32, CPU) and a report of what was used, skipped and left unused.
+
+    Raises:
+        ConversionError: unknown or missing variables, shapes that do not fit the config.
+        ChecksumError: a corrupt or truncated data file (names the tensor and the checksum).
+    """
+    ckpt = TFCheckpoint(path)
+    try:
+        return _load(ckpt, config, head, allow_unused, verify)
+    finally:
+        ckpt.close()
+
+
+def _load(
+    ckpt: TFCheckpoint,
+    config: AlbertConfig | str | Path | None,
+    head: str | None,
+    allow_unused: bool,
+    verify: bool,
+) -> tuple[Any, TFConversionReport]:
+    where = str(ckpt.prefix)
+    # our view of the names: without TF-Hub's "module/" scope
+    tf_names: dict[str, str] = {}
+    for name in ckpt.entries:
+        short = name[len(_HUB_PREFIX) :] if name.startswith(_HUB_PREFIX) else name
+        tf_names[short] = name
+    skipped = sorted(n for n in tf_names if is_skipped(n))
+    names = {n for n in tf_names if not is_skipped(n)}
+    layout = detect_layout(names)
+
+    # ---- configuration
+    if isinstance(config, AlbertConfig):
+        cfg, raw, cfg_source = config, {}, "<AlbertConfig>"
+    else:
+        cfg_path = Path(config) if config is not None else find_config(ckpt.prefix)
+        if cfg_path is None:
+            raise ConfigError(
+                f"{where}: no albert_config.json (or bert_config.json / config.json) next to the checkpoint; "
+                "pass one with --config"
+            )
+        try:
+            raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{cfg_path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+        cfg = AlbertConfig.from_dict(raw, source=str(cfg_path))
+        cfg_source = str(cfg_path)
+    cfg = _config_for_layout(cfg, raw, layout, cfg_source)
+
+    # ---- head and model skeleton (on the meta device: no memory, no initialization cost)
+    if head == "auto":
+        head = _choose_head(names)
+    if head is not None and head not in TF_HEADS:
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)} or None")
+    cls = _model_class(head)
+    ctor: dict[str, Any] = {}
+    if head in ("classification",):
+        if "output_weights" not in names:
+            raise ConversionError(f"{where}: head 'classification' needs the variable output_weights")
+        ctor["num_labels"] = ckpt.entries[tf_names["output_weights"]].shape[0]
+    with torch.device("meta"):
+        model = cls(cfg, **ctor)
+    target = model.state_dict()
+    bare = not any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
+    rules = tf_rules(cfg, layout, head, bare=bare)
+
+    # ---- tensors
+    report = TFConversionReport(ckpt.prefix, layout, head, cfg_source, skipped=[tf_names[n] for n in skipped])
+    state: dict[str, torch.Tensor] = {}
+    used: set[str] = set()
+    missing: list[str] = []
+    for rule in rules:
+        if rule.ours not in target:
+            continue  # e.g. no pooler in the question-answering model
+        want = tuple(target[rule.ours].shape)
+        absent = [t for t in rule.theirs if t not in names]
+        if absent:
+            missing += absent
+            continue
+        parts = []
+        for t in rule.theirs:
+            part_want = (want[0] // len(rule.theirs), *want[1:])
+            tf_want = tuple(reversed(part_want)) if t.endswith("/kernel") else part_want
+            arr = ckpt.read(tf_names[t], verify=verify)
+            if layout == "brightmart" and rule.ours.endswith("embeddings.word.weight"):
+                arr = _brightmart_words(ckpt, tf_names, arr, verify)
+                used.add(BRIGHTMART_PROJECTION)
+            if arr.size != int(np.prod(tf_want)):
+                raise ConversionError(
+                    f"{where}: tensor {tf_names[t]!r} has shape {arr.shape}, but {rule.ours!r} needs "
+                    f"{tf_want} in TF's layout (does {cfg_source} describe this checkpoint?)"
+                )
+            parts.append(_to_ours(arr, t, tf_want))
+            del arr
+        tensor = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
+        del parts
+        if tuple(tensor.shape) != want:
+            raise ConversionError(
+                f"{where}: {' + '.join(rule.theirs)} give shape {tuple(tensor.shape)}, but {rule.ours!r} needs {want}"
+            )
+        state[rule.ours] = tensor
+        used.update(rule.theirs)
+    if layout == "brightmart":
+        proj = ("" if bare else keymap.OUR_BACKBONE_PREFIX) + "embeddings.project."
+        h = cfg.hidden_size
+        state[proj + "weight"] = torch.eye(h)
+        state[proj + "bias"] = torch.zeros(h)
+
+    not_loaded = [k for k in target if k not in state]
+    if not_loaded:
+        detail = f"; absent TF variables: {', '.join(sorted(set(missing))[:8])}" if missing else ""
+        raise ConversionError(
+            f"{where}: no value for {', '.join(not_loaded[:8])}"
+            + (f" and {len(not_loaded) - 8} more" if len(not_loaded) > 8 else "")
+            + detail
+            + f" (layout {layout!r}, {cls.__name__}; does {cfg_source} describe this checkpoint?)"
+        )
+    # Variables of other heads (e.g. the pretraining heads left in a fine-tuned checkpoint) are known.
+    known = {t for h in TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
+    leftover = sorted(n for n in names if n not in used)
+    unknown = [tf_names[n] for n in leftover if n not in known]
+    report.unused = [tf_names[n] for n in leftover]
+    report.used = sorted(tf_names[n] for n in used)
+    if unknown and not allow_unused:
+        raise ConversionError(
+            f"{where}: variable(s) that match nothing in layout {layout!r}: {', '.join(unknown[:8])}"
+            + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
+            + " (pass --allow-unused to convert anyway)"
+        )
+    if skipped:
+        logger.info(
+            "skipped %d optimizer / bookkeeping variables (adam_m, adam_v, global_step, ...)", len(skipped)
+        )
+    if report.unused:
+        logger.info("not used by %s: %s", cls.__name__, ", ".join(report.unused))
+    model.load_state_dict(state, strict=True, assign=True)
+    model.eval()
+    logger.info("converted %d TF variables (%s layout) into %s", len(used), layout, cls.__name__)
+    return model, report
+
+
+def _brightmart_words(
+    ckpt: TFCheckpoint, tf_names: dict[str, str], words: np.ndarray, verify: bool
+) -> np.ndarray:
+    """brightmart's factorized lookup ``gather(W, ids) @ P`` as one (V, H) table ``W @ P``."""
+    if BRIGHTMART_PROJECTION not in tf_names:
+        raise ConversionError(f"{ckpt.prefix}: brightmart layout without {BRIGHTMART_PROJECTION}")
+    proj = ckpt.read(tf_names[BRIGHTMART_PROJECTION], verify=verify)
+    if words.ndim != 2 or proj.ndim != 2 or words.shape[1] != proj.shape[0]:
+        raise ConversionError(
+            f"{ckpt.prefix}: word_embeddings {words.shape} and {BRIGHTMART_PROJECTION} {proj.shape} do not multiply"
+        )
+    return (words.astype(np.float64) @ proj.astype(np.float64)).astype(np.float32)
+
+
+def convert_tf_checkpoint(
+    path: str | Path,
+    output: str | Path,
+    *,
+    config: AlbertConfig | str | Path | None = None,
+    tokenizer: str | Path | None = None,
+    head: str | None = "auto",
+    allow_unused: bool = False,
+) -> TFConversionReport:
+    """Convert a TF1 checkpoint into a model directory (config.json + model.safetensors + tokenizer files)
+    that our package and Hugging Face transformers both load. ``tokenizer``: the vocabulary (a
+    SentencePiece ``.model`` or a WordPiece ``vocab.txt``); by default the one next to the checkpoint."""
+    model, report = load_tf_checkpoint(path, config=config, head=head, allow_unused=allow_unused)
+    vocab = Path(tokenizer) if tokenizer is not None else find_vocab(report.prefix)
+    tok = None
+    if vocab is None:
+        logger.warning(
+            "no vocabulary (*.model / vocab.txt) next to %s: the model directory has no tokenizer",
+            report.prefix,
+        )
+    else:
+        from albert.tokenizer import load_tokenizer
+
+        tok = load_tokenizer(vocab)
+        if tok.vocab_size != model.config.vocab_size:
+            logger.warning(
+                "%s has %d tokens but the model's vocab_size is %d",
+                vocab,
+                tok.vocab_size,
+                model.config.vocab_size,
+            )
+    model.save_pretrained(output, tokenizer=tok)
+    logger.info("wrote %s", output)
+    return report
