@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,35 +14,11 @@ from albert.tasks.squad_postprocess import SpanResult, postprocess_span
 from conftest import data_path
 
 
-class _HFWordPiece:
-    """Stand-in with the interface of albert.tokenizer (used until that lands): the tokenizers library
-    reading the MiniLM tokenizer.json, offsets into the original text."""
-
-    def __init__(self, path: Path) -> None:
-        from tokenizers import Tokenizer
-
-        self.tok = Tokenizer.from_file(str(path))
-        self.tok.no_truncation()
-        self.tok.no_padding()
-        vocab = self.tok.get_vocab()
-        self.cls_id, self.sep_id, self.pad_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[PAD]"]
-
-    def encode_ids(self, text: str) -> list[int]:
-        return self.tok.encode(text, add_special_tokens=False).ids
-
-    def encode_with_offsets(self, text: str):
-        enc = self.tok.encode(text, add_special_tokens=False)
-        return enc.ids, enc.offsets
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
-    path = data_path("minilm")
-    try:
-        from albert.tokenizer import load_tokenizer
-    except ImportError:
-        return _HFWordPiece(path / "tokenizer.json")
-    return load_tokenizer(path)
+    from albert.tokenizer import load_tokenizer
+
+    return load_tokenizer(data_path("minilm"))  # the real uncased WordPiece vocabulary of all-MiniLM-L6-v2
 
 
 @pytest.fixture(scope="module")

@@ -213,3 +213,24 @@ def test_model_trains_on_a_collated_batch():
         )
     assert pred.start_top_index[0, 0] == batch["start_positions"][0]
     assert pred.cls_logits[1] > 0 > pred.cls_logits[0]
+
+
+def test_model_directory_round_trip(tmp_path):
+    model = AlbertForSquadV2(_tiny_config(), start_n_top=4, end_n_top=3).eval()
+    model.save_pretrained(tmp_path / "m")
+    again = AlbertForSquadV2.from_pretrained(tmp_path / "m").eval()
+    assert (again.start_n_top, again.end_n_top) == (4, 3)
+    for (name, a), (_, b) in zip(model.state_dict().items(), again.state_dict().items()):
+        torch.testing.assert_close(a, b, msg=name)
+
+
+@pytest.mark.data
+@pytest.mark.slow  # ~10 s: building and loading the 22M-parameter model on a shared CPU
+def test_loads_real_bert_weights_with_a_fresh_head(minilm_dir):
+    from safetensors.torch import load_file
+
+    model = AlbertForSquadV2.from_pretrained(minilm_dir)
+    ref = load_file(str(minilm_dir / "model.safetensors"))
+    torch.testing.assert_close(model.albert.embeddings.word.weight, ref["embeddings.word_embeddings.weight"])
+    assert model.squad.end_dense.weight.shape == (384, 768)
+    assert float(model.squad.start.weight.std()) == pytest.approx(0.02, rel=0.2)  # original initializer

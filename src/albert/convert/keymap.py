@@ -87,6 +87,13 @@ HF_ALBERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
     "pooler.{p}": "pooler.{p}",
 }
 
+# ALBERT's SQuAD 2.0 answer-verifier head (albert.model.squad_head) has no Hugging Face class: its tensors
+# keep our names in a Hugging Face directory (transformers loads the encoder and ignores them).
+SQUAD_V2_HEAD: dict[str, str | tuple[str, ...]] = {
+    f"squad.{m}.{{p}}": f"squad.{m}.{{p}}"
+    for m in ("start", "end_dense", "end_norm", "end_out", "answer_dense", "answer_out")
+}
+
 HF_ALBERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "pretraining": {
         "mlm.dense.{p}": "predictions.dense.{p}",
@@ -102,6 +109,7 @@ HF_ALBERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "classification": {"classifier.{p}": "classifier.{p}"},
     "multiple_choice": {"classifier.{p}": "classifier.{p}"},
     "question_answering": {"qa.{p}": "qa_outputs.{p}"},
+    "squad_v2": SQUAD_V2_HEAD,
 }
 
 # ---------------------------------------------------------------------------------- Hugging Face BERT
@@ -138,6 +146,7 @@ HF_BERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "classification": {"classifier.{p}": "classifier.{p}"},
     "multiple_choice": {"classifier.{p}": "classifier.{p}"},
     "question_answering": {"qa.{p}": "qa_outputs.{p}"},
+    "squad_v2": SQUAD_V2_HEAD,
 }
 
 #: Foreign tensors that are copies of others (tied) and are neither required nor errors when present.
@@ -160,12 +169,14 @@ HF_ARCHITECTURES = {
     ("albert", "classification"): "AlbertForSequenceClassification",
     ("albert", "multiple_choice"): "AlbertForMultipleChoice",
     ("albert", "question_answering"): "AlbertForQuestionAnswering",
+    ("albert", "squad_v2"): "AlbertModel",
     ("bert", None): "BertModel",
     ("bert", "pretraining"): "BertForPreTraining",
     ("bert", "mlm"): "BertForMaskedLM",
     ("bert", "classification"): "BertForSequenceClassification",
     ("bert", "multiple_choice"): "BertForMultipleChoice",
     ("bert", "question_answering"): "BertForQuestionAnswering",
+    ("bert", "squad_v2"): "BertModel",
 }
 
 
