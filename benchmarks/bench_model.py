@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""Model speed and memory, side by side with transformers' AlbertForPreTraining (sdpa), in one run.
+
+Cases (albert-base by default):
+  * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
+    in fp32 and under bf16 autocast;
+  * AlbertModel inference at 32x128 (fp32).
+
+Each (implementation, case) runs in a fresh subprocess (so peak memory is its own), ours and
+transformers' alternating. Prints medians, our/HF speed ratios (>1: we are faster), the fraction of
+the measured matmul peak that each reaches (matmul FLOPs counted with torch's FlopCounterMode over
+what each implementation executes), and peak memory during the steps (CUDA: max_memory_allocated;
+CPU: peak RSS above the pre-step RSS, sampled every 2 ms) with the our/HF ratio.
+
+    python benchmarks/bench_model.py                   # albert-base, 5 measured steps per case
+    python benchmarks/bench_model.py --steps 3 --cases train-fp32-8x128 infer-fp32-32x128
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+CASES = {
+    "train-fp32-8x128": ("train", "fp32", 8, 128),
+    "train-fp32-4x512": ("train", "fp32", 4, 512),
+    "train-bf16-8x128": ("train", "bf16", 8, 128),
+    "train-bf16-4x512": ("train", "bf16", 4, 512),
+    "infer-fp32-32x128": ("infer", "fp32", 32, 128),
+}
+
+
+class PeakRSS:
+    """Samples this process's RSS in a thread (CPU peak memory)."""
+
+    def __init__(self) -> None:
+        import psutil
+
+        self.proc = psutil.Process()
+        self.base = self.proc.memory_info().rss
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.002)
+
+    def __enter__(self) -> PeakRSS:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join()
+
+
+def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
+    import torch
+
+    from albert.config import AlbertConfig
+
+    kind, precision, b, t = CASES[case]
+    torch.manual_seed(0)
+    config = AlbertConfig.from_preset(preset)
+    ids = torch.randint(5, config.vocab_size, (b, t), device=device)
+    types = torch.zeros_like(ids)
+    types[:, t // 2 :] = 1
+    mask = torch.ones_like(ids)
+    # 15% of positions masked, at most 20 per 128 tokens like the original max_predictions_per_seq
+    n_mask = max(1, min(round(0.15 * t), 20 * t // 128))
+    labels = torch.full_like(ids, -100)
+    for row in range(b):
+        pos = torch.randperm(t - 2, device=device)[:n_mask] + 1
+        labels[row, pos] = ids[row, pos]
+    sop = torch.randint(0, 2, (b,), device=device)
+
+    if impl == "ours":
+        from albert.model import AlbertForPreTraining, AlbertModel
+
+        model = (AlbertModel if kind == "infer" else AlbertForPreTraining)(config)
+        batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        train_batch = dict(batch, mlm_labels=labels, sop_labels=sop)
+    else:
+        import transformers
+
+        hf_cfg = transformers.AlbertConfig(**config.to_hf_dict(), attn_implementation="sdpa")
+        hf_cfg.classifier_dropout_prob = 0.0
+        cls = transformers.AlbertModel if kind == "infer" else transformers.AlbertForPreTraining
+        model = cls(hf_cfg)
+        assert model.config._attn_implementation == "sdpa"
+        batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
+        train_batch = dict(batch, labels=labels, sentence_order_label=sop)
+    model.to(device)
+    amp = torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
+
+    if kind == "train":
+        model.train()
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+        def step() -> None:
+            with amp:
+                out = model(**train_batch)
+            out["loss"].backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    else:
+        model.eval()
+
+        def step() -> None:
+            with torch.inference_mode(), amp:
+                model(**batch)
+
+    def sync() -> None:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    step()  # warm-up (also allocates the optimizer state)
+    sync()
+    with FlopCounterMode(display=False) as fc:
+        step()
+    flops = fc.get_total_flops()
+    sync()
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+    times = []
+    import gc
+
+    gc.collect()
+    with PeakRSS() as rss:
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            step()
+            sync()
+            times.append(time.perf_counter() - t0)
+    peak = torch.cuda.max_memory_allocated() - base if device.startswith("cuda") else rss.peak - rss.base
+    return {"median_s": statistics.median(times), "times": times, "flops": flops, "peak_bytes": peak}
+
+
+def matmul_peak(device: str, precision: str) -> float:
+    import torch
+
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    n = 4096 if device.startswith("cuda") else 1536
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    bm = torch.randn(n, n, device=device, dtype=dtype)
+    for _ in range(2):
+        a @ bm
+    reps = 50 if device.startswith("cuda") else 5
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            a @ bm
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return 2 * n**3 / best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="albert-base-v2")
+    ap.add_argument("--steps", type=int, default=5, help="measured steps per case (median reported)")
+    ap.add_argument("--cases", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--device", default="cuda" if _cuda() else "cpu")
+    ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--worker", nargs=2, metavar=("IMPL", "CASE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(args.worker[0], args.worker[1], args.preset, args.steps, args.device)))
+        return 0
+
+    import torch
+
+    print(
+        f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, preset {args.preset}"
+    )
+    peaks = {p: matmul_peak(args.device, p) for p in ("fp32", "bf16")}
+    print(
+        f"measured matmul peak: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s\n"
+    )
+    results: dict[str, dict[str, dict]] = {}
+    for case in args.cases:
+        results[case] = {}
+        for impl in ("ours", "hf"):
+            cmd = [
+                sys.executable,
+                __file__,
+                "--worker",
+                impl,
+                case,
+                "--preset",
+                args.preset,
+                "--steps",
+                str(args.steps),
+                "--device",
+                args.device,
+            ]
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
+            if proc.returncode != 0:
+                print(proc.stderr[-3000:], file=sys.stderr)
+                return 1
+            results[case][impl] = json.loads(proc.stdout.strip().splitlines()[-1])
+        _print_case(case, results[case], peaks)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {"device": args.device, "preset": args.preset, "matmul_peak": peaks, "results": results},
+                f,
+                indent=2,
+            )
+    return 0
+
+
+def _print_case(case: str, r: dict[str, dict], peaks: dict[str, float]) -> None:
+    precision = CASES[case][1]
+    o, h = r["ours"], r["hf"]
+    frac = lambda x: x["flops"] / x["median_s"] / peaks[precision]  # noqa: E731
+    print(
+        f"{case:<20s} ours {o['median_s'] * 1e3:8.1f} ms  hf {h['median_s'] * 1e3:8.1f} ms  "
+        f"speed ours/hf {h['median_s'] / o['median_s']:.2f}x  "
+        f"peak-frac ours {frac(o):.0%} hf {frac(h):.0%}  "
+        f"mem ours {o['peak_bytes'] / 2**20:7.0f} MiB hf {h['peak_bytes'] / 2**20:7.0f} MiB "
+        f"ratio {o['peak_bytes'] / max(h['peak_bytes'], 1):.2f}",
+        flush=True,
+    )
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except ImportError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
