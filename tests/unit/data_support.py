@@ -97,3 +97,53 @@ def make_tokenizer(model_file: Path) -> Any:
 def read_all(data_dir: Path) -> dict[str, bytes]:
     """Every file of a DATA_DIR (name -> bytes), for bitwise comparisons."""
     return {p.name: p.read_bytes() for p in sorted(Path(data_dir).iterdir()) if p.is_file()}
+
+
+class WordPieceStandIn:
+    """The agreed interface over transformers' BertTokenizerFast (WordPiece, with character offsets)."""
+
+    kind = "wordpiece"
+    do_lower_case = True
+
+    def __init__(self, vocab_file: str | Path) -> None:
+        self.vocab_file = str(vocab_file)
+        self._load()
+
+    def _load(self) -> None:
+        from transformers import BertTokenizerFast
+
+        self.fingerprint = hashlib.sha256(Path(self.vocab_file).read_bytes()).hexdigest()
+        self.hf = BertTokenizerFast(vocab_file=self.vocab_file, do_lower_case=True)
+        self.vocab_size = self.hf.vocab_size
+        self._pieces = self.hf.convert_ids_to_tokens(list(range(self.vocab_size)))
+        self.pad_id, self.unk_id = self.hf.pad_token_id, self.hf.unk_token_id
+        self.cls_id, self.sep_id, self.mask_id = (
+            self.hf.cls_token_id,
+            self.hf.sep_token_id,
+            self.hf.mask_token_id,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"vocab_file": self.vocab_file}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.vocab_file = state["vocab_file"]
+        self._load()
+
+    def encode_ids(self, text: str) -> list[int]:
+        return list(self.hf(text, add_special_tokens=False)["input_ids"])
+
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)
+        return list(enc["input_ids"]), [tuple(o) for o in enc["offset_mapping"]]
+
+    def id_to_piece(self, i: int) -> str:
+        return self._pieces[i]
+
+
+def make_wordpiece_tokenizer(vocab_file: Path) -> Any:
+    try:
+        from albert.tokenizer import load_tokenizer
+    except ImportError:
+        return WordPieceStandIn(vocab_file)
+    return load_tokenizer(vocab_file)

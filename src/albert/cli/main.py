@@ -19,6 +19,8 @@ COMMANDS: dict[str, str] = {
     "evaluate": "albert.cli.evaluate",
     "predict": "albert.cli.predict",
     "tokenizer": "albert.cli.tokenizer",
+    "prepare": "albert.cli.prepare",
+    "data": "albert.cli.data",
 }
 
 

@@ -1,0 +1,56 @@
+"""`albert data`: inspect a prepared DATA_DIR (`albert data stats`, `albert data verify`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+HELP = "inspect a prepared pretraining DATA_DIR (stats, verify)"
+DESCRIPTION = """Inspect a DATA_DIR made by `albert prepare`.
+
+  albert data stats DATA_DIR            counts, length histogram, masked fraction, 80/10/10, spans, labels
+  albert data stats DATA_DIR --json
+  albert data verify DATA_DIR           recompute every shard's sha256 against the manifest
+"""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    sub = p.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    s = sub.add_parser("stats", help="measure what the DATA_DIR contains, next to the targets")
+    s.add_argument("data_dir", type=Path)
+    s.add_argument("--json", action="store_true", help="machine-readable output")
+    s.add_argument(
+        "--sample", type=int, default=20000, help="dynamic masking: instances to mask for the stats"
+    )
+    s.add_argument("--epoch", type=int, default=0, help="dynamic masking: the epoch whose masks to measure")
+    s.add_argument("--check", action="store_true", help="exit 1 unless every check is within 1 point")
+    v = sub.add_parser("verify", help="check every shard's sha256 against the manifest")
+    v.add_argument("data_dir", type=Path)
+
+
+def run(args: argparse.Namespace) -> int:
+    from albert.data.documents import DataError
+
+    if not getattr(args, "data_command", None):
+        print("usage: albert data {stats,verify} DATA_DIR", file=sys.stderr)
+        return 2
+    try:
+        if args.data_command == "verify":
+            from albert.data.shards import load_manifest, verify_shards
+
+            manifest = load_manifest(args.data_dir)
+            verify_shards(args.data_dir, manifest)
+            print(f"{args.data_dir}: {len(manifest['shards'])} shards ok")
+            return 0
+        from albert.data.stats import compute_stats, format_stats
+
+        stats = compute_stats(args.data_dir, sample=args.sample, epoch=args.epoch)
+    except DataError as e:
+        print(f"albert data: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(stats, indent=1) if args.json else format_stats(stats))
+    if args.check and not all(c["within_1_point"] for c in stats["checks"]):
+        return 1
+    return 0
