@@ -332,3 +332,38 @@ def test_metrics_fn_ratios_are_pooled_over_the_window(tmp_path):
     metrics_fn.k = 0
     Trainer(model, opt, sched, cfg, run_dir=tmp_path, metrics_fn=metrics_fn).fit(Stream())
     assert load_metrics(tmp_path)[0]["acc"] == pytest.approx(6 / 40)
+
+
+class EpochStream(Stream):
+    """Like the pretraining dataset: finite epochs, set_epoch rewinds, a finished pass starts the next."""
+
+    def __init__(self, per_epoch: int = 3, **kw):
+        super().__init__(**kw)
+        self.per_epoch, self.epoch = per_epoch, 0
+
+    def set_epoch(self, epoch):
+        self.epoch, self.pos = epoch, 0
+
+    def __iter__(self):
+        while self.pos < self.per_epoch:
+            self.pos += 1
+            yield self.batch_at(self.epoch * 100 + self.pos)
+        self.set_epoch(self.epoch + 1)
+
+    def state_dict(self):
+        return {"pos": self.pos, "epoch": self.epoch}
+
+    def load_state_dict(self, state):
+        self.pos, self.epoch = state["pos"], state["epoch"]
+
+
+def test_resume_keeps_a_stateful_iterables_position_across_epochs(tmp_path):
+    model_a, opt, sched, cfg = make(steps=8)
+    Trainer(model_a, opt, sched, cfg).fit(EpochStream())
+    model, opt, sched, cfg = make(steps=8)
+    cfg.max_steps = 4  # epoch 1, one batch in
+    Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(EpochStream())
+    model_b, opt, sched, cfg = make(steps=8)
+    Trainer(model_b, opt, sched, cfg, run_dir=tmp_path).fit(EpochStream(), resume=True)
+    for k, v in params_of(model_a).items():
+        assert torch.equal(v, params_of(model_b)[k]), k

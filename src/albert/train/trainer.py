@@ -78,7 +78,7 @@ logger = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "bf16", "fp16")
 Batch = Mapping[str, Any]
 MetricValue = Tensor | tuple[Tensor, Tensor]
-MetricsFn = Callable[[Batch, Mapping[str, Any]], Mapping[str, MetricValue]]
+MetricsFn = Callable[[Batch, Mapping[str, Any]], Mapping[str, Any]]  # values: Tensor | (Tensor, Tensor)
 EvalFn = Callable[[nn.Module], Mapping[str, float]]
 
 
@@ -164,6 +164,8 @@ class TrainResult:
     best_step: int | None = None
     best_checkpoint: str | None = None
     last_checkpoint: str | None = None
+    stop_signal: int | None = None
+    """The signal number when stop_reason is "signal"."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -393,12 +395,15 @@ class Trainer:
         fresh_epoch = False
         while True:
             if self._iter is None:
+                # A stateful iterable (the pretraining dataset) keeps its own epoch and position (set_epoch
+                # would rewind a restored position); a plain one gets the epoch for its shuffle.
+                stateless = self._data_state_obj(batches) is None
                 for obj in (
                     batches,
                     getattr(batches, "sampler", None),
                     getattr(batches, "batch_sampler", None),
                 ):
-                    if obj is not None and hasattr(obj, "set_epoch"):
+                    if stateless and obj is not None and hasattr(obj, "set_epoch"):
                         obj.set_epoch(self.epoch)
                         break
                 self._iter = iter(batches)
@@ -857,6 +862,7 @@ class Trainer:
             best_step=self.best_step,
             best_checkpoint=best_path,
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint is not None else None,
+            stop_signal=self._stop_signal if stop_reason == "signal" else None,
         )
 
 

@@ -1,0 +1,139 @@
+"""`albert pretrain`: pretrain ALBERT on a DATA_DIR made by `albert prepare` (MLM + SOP, LAMB)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+HELP = "pretrain ALBERT (MLM + SOP) on a prepared DATA_DIR; torchrun for several GPUs / nodes"
+DESCRIPTION = """Pretrain ALBERT with masked-LM + sentence-order prediction, LAMB and linear warmup/decay, as the
+original run_pretraining.py. The configuration is a recipe, then a config file, then flags (later wins);
+--print-config shows the result.
+
+  albert pretrain --recipe smoke --data-dir data/pretrain --run-dir runs/smoke
+  albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --run.micro_batch_size 64 --run.precision bf16
+  albert pretrain --config run.yaml --set optim.lr=1e-3 --print-config
+  albert pretrain --resume runs/smoke                      # continue exactly where it stopped
+
+Several GPUs (one node):  torchrun --nproc_per_node=8 -m albert.cli.main pretrain --recipe albert-base ...
+Several nodes (run on each, NODE = 0..N-1):
+  torchrun --nnodes=N --node_rank=NODE --nproc_per_node=8 --master_addr=HOST0 --master_port=29500 \\
+      -m albert.cli.main pretrain --recipe albert-large --data-dir D --run-dir R
+The global batch (run.global_batch_size) is kept: micro batch x accumulation x ranks. Ctrl-C / SIGTERM write a
+checkpoint and stop; --resume continues. Recipes: {recipes}.
+"""
+
+ALIASES = {
+    "--data-dir": "data.data_dir",
+    "--eval-data-dir": "data.eval_data_dir",
+    "--tokenizer": "data.tokenizer",
+    "--run-dir": "run.run_dir",
+    "--preset": "model.preset",
+}
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    from albert.train.config import RECIPES, field_help
+
+    p.description = DESCRIPTION.format(recipes=", ".join(RECIPES))
+    p.add_argument("--recipe", help=f"start from a recipe: {', '.join(RECIPES)}")
+    p.add_argument("--config", metavar="FILE", help="JSON or YAML-style file with any of the sections")
+    p.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE", help="set one field")
+    p.add_argument("--print-config", action="store_true", help="print the resolved configuration and exit")
+    p.add_argument(
+        "--resume",
+        nargs="?",
+        const=True,
+        default=None,
+        metavar="RUN_DIR",
+        help="continue from the newest checkpoint (of RUN_DIR, whose run_config.json is then the base)",
+    )
+    for flag, target in ALIASES.items():
+        p.add_argument(flag, dest=f"alias:{target}", default=None, metavar="VALUE", help=f"= --{target}")
+    groups: dict[str, Any] = {}
+    for name, (tp, text) in field_help().items():
+        section = name.split(".")[0]
+        if section not in groups:
+            groups[section] = p.add_argument_group(f"{section} options")
+        is_bool = str(tp).startswith("bool") or tp is bool
+        groups[section].add_argument(
+            f"--{name}",
+            dest=f"field:{name}",
+            default=None,
+            nargs="?" if is_bool else None,
+            const="true" if is_bool else None,
+            metavar="VALUE",
+            help=text,
+        )
+
+
+def resolve(args: argparse.Namespace) -> Any:
+    """The PretrainConfig described by recipe / config file / resume dir / flags."""
+    from pathlib import Path
+
+    from albert.train.config import (
+        PretrainConfig,
+        apply_dict,
+        load_config_file,
+        parse_assignments,
+        parse_value,
+        recipe,
+    )
+
+    cfg = recipe(args.recipe) if args.recipe else PretrainConfig()
+    if isinstance(args.resume, str) and not args.recipe and not args.config:
+        saved = Path(args.resume) / "run_config.json"
+        if saved.exists():
+            cfg = apply_dict(cfg, json.loads(saved.read_text()), str(saved))
+    if args.config:
+        cfg = apply_dict(cfg, load_config_file(args.config), args.config)
+    flags: dict[str, dict[str, Any]] = {}
+    for key, value in vars(args).items():
+        if value is None or not key.startswith(("field:", "alias:")):
+            continue
+        section, _, name = key.split(":", 1)[1].partition(".")
+        flags.setdefault(section, {})[name] = parse_value(value) if key.startswith("field:") else value
+    if isinstance(args.resume, str):
+        flags.setdefault("run", {})["run_dir"] = args.resume
+    cfg = apply_dict(cfg, flags, "flags")
+    cfg = apply_dict(cfg, parse_assignments(args.set), "--set")
+    cfg.validate()
+    return cfg
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+
+    from albert.train.config import ConfigError, to_yaml
+
+    try:
+        cfg = resolve(args)
+    except ConfigError as e:
+        print(f"albert pretrain: {e}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        print(to_yaml(cfg), end="")
+        return 0
+
+    from albert.data import DataError
+    from albert.train import TrainingDiverged
+    from albert.train.pretraining import pretrain
+
+    try:
+        result = pretrain(cfg, resume=bool(args.resume))
+    except TrainingDiverged as e:
+        print(f"albert pretrain: {e}", file=sys.stderr)
+        return 1
+    except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
+        print(f"albert pretrain: {e}", file=sys.stderr)
+        return 2
+    summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}
+    print(json.dumps(summary, indent=2))
+    if result.stop_reason == "signal":
+        print(
+            f"stopped by a signal; continue with: albert pretrain --resume {cfg.run.run_dir}", file=sys.stderr
+        )
+        return 128 + int(result.stop_signal or signal.SIGINT)  # the shell's convention: 130 / 143
+    return 0

@@ -1,0 +1,393 @@
+"""The typed configuration of a pretraining run, its recipes, and how files and flags resolve into it.
+
+A `PretrainConfig` has five sections: ``model`` (preset + overrides), ``data``, ``optim``, ``schedule`` and
+``run``. It resolves in this order, later wins:
+
+1. a recipe (`RECIPES`: the paper's albert-base/large/xlarge/xxlarge settings, ``demo``, ``smoke``);
+2. a config file (``--config run.json`` or a YAML-style ``run.yaml``, see `parse_yaml_subset`) holding any
+   subset of the sections;
+3. flags: ``--optim.lr 1e-3``, ``--run.global_batch_size 256`` (one per field, generated from the
+   dataclasses below), or ``--set optim.lr=1e-3``.
+
+``albert pretrain --print-config`` shows the result; the run writes it to ``RUN_DIR/run_config.json`` and a
+resumed run reads it from there.
+
+The paper's setting (Lan et al. 2020, Sec. 4.1; google-research/albert run_pretraining.py defaults): batch
+4096, LAMB, learning rate 0.00176, 125,000 steps, 3,125 warmup steps, linear decay (poly_power 1.0), max
+sequence length 512, 20 predictions per sequence, checkpoints every 5000 steps keeping 5.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, get_type_hints
+
+
+def _opt(default: Any, help: str) -> Any:  # noqa: A002 - the argparse word
+    """A dataclass field whose help text becomes the CLI help."""
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class ModelOptions:
+    preset: str = _opt("albert-base-v2", "AlbertConfig preset (albert.config.PRESETS)")
+    overrides: dict[str, Any] = _opt({}, 'AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1}')
+    init_from: str | None = _opt(None, "start from this model directory instead of a fresh initialization")
+
+
+@dataclass
+class DataOptions:
+    data_dir: str | None = _opt(None, "DATA_DIR made by `albert prepare` (training data)")
+    eval_data_dir: str | None = _opt(None, "held-out DATA_DIR for periodic MLM/SOP evaluation")
+    tokenizer: str | None = _opt(
+        None, "tokenizer dir/file: checked against DATA_DIR and saved with checkpoints"
+    )
+    masking: str | None = _opt(None, "static | dynamic (default: what DATA_DIR was prepared with)")
+    max_seq_length: int | None = _opt(None, "pad to this length (default: DATA_DIR's)")
+    num_workers: int = _opt(0, "DataLoader worker processes")
+
+
+@dataclass
+class OptimOptions:
+    name: str = _opt("lamb", "lamb | adamw | adamw_original (original run_pretraining.py: lamb)")
+    lr: float = _opt(0.00176, "peak learning rate (paper Sec. 4.1: 0.00176 for batch 4096)")
+    weight_decay: float = _opt(0.01, "decoupled weight decay (original optimization.py: 0.01)")
+    beta1: float = _opt(0.9, "original: 0.9")
+    beta2: float = _opt(0.999, "original: 0.999")
+    eps: float = _opt(1e-6, "original: 1e-6")
+    max_grad_norm: float | None = _opt(1.0, "global-norm clipping (original: 1.0); null: none")
+
+
+@dataclass
+class ScheduleOptions:
+    total_steps: int = _opt(125_000, "steps of the schedule: lr reaches 0 here (paper: 125,000)")
+    warmup_steps: int = _opt(3125, "linear warmup steps (original run_pretraining.py: 3125)")
+    power: float = _opt(1.0, "polynomial decay power (original poly_power: 1.0 = linear)")
+    start_warmup_step: int = _opt(0, "original start_warmup_step")
+
+
+@dataclass
+class RunOptions:
+    run_dir: str = _opt("runs/pretrain", "metrics.jsonl, checkpoints/, run_config.json go here")
+    global_batch_size: int = _opt(4096, "sequences per optimizer step over all ranks (paper: 4096)")
+    micro_batch_size: int | None = _opt(None, "sequences per forward pass per rank (default: all of it)")
+    max_steps: int | None = _opt(None, "stop after this many steps (default: schedule.total_steps)")
+    max_time_minutes: float | None = _opt(None, "stop (with a checkpoint) after this much training time")
+    precision: str = _opt("fp32", "fp32 | bf16 | fp16")
+    device: str | None = _opt(None, "cpu | cuda (default: cuda if available)")
+    compile: bool = _opt(False, "torch.compile the model")
+    activation_checkpointing: bool = _opt(False, "recompute layers in the backward pass (saves memory)")
+    seed: int = _opt(12345, "seed of the initialization and dropout (the data order has DATA_DIR's seed)")
+    threads: int | None = _opt(None, "torch CPU threads (default: torch's choice)")
+    log_every: int = _opt(10, "steps between metrics lines")
+    eval_every: int | None = _opt(1000, "steps between held-out evaluations (needs data.eval_data_dir)")
+    eval_batches: int = _opt(100, "held-out batches per evaluation (original max_eval_steps: 100)")
+    eval_batch_size: int = _opt(64, "held-out batch size (original eval_batch_size: 64)")
+    save_every: int | None = _opt(5000, "steps between checkpoints (original save_checkpoints_steps: 5000)")
+    keep_last: int = _opt(5, "checkpoints kept (original keep_checkpoint_max: 5)")
+    max_bad_steps: int = _opt(10, "consecutive non-finite steps before the run stops")
+    progress_bar: bool = _opt(True, "tqdm progress bar")
+
+
+@dataclass
+class PretrainConfig:
+    model: ModelOptions = field(default_factory=ModelOptions)
+    data: DataOptions = field(default_factory=DataOptions)
+    optim: OptimOptions = field(default_factory=OptimOptions)
+    schedule: ScheduleOptions = field(default_factory=ScheduleOptions)
+    run: RunOptions = field(default_factory=RunOptions)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> PretrainConfig:
+        return apply_dict(cls(), raw, source)
+
+    def validate(self) -> None:
+        """Cross-field checks; each message names the field."""
+        r, s = self.run, self.schedule
+        if r.global_batch_size < 1:
+            raise ConfigError("run.global_batch_size must be >= 1")
+        if r.micro_batch_size is not None and r.micro_batch_size < 1:
+            raise ConfigError("run.micro_batch_size must be >= 1")
+        if s.total_steps < 1:
+            raise ConfigError("schedule.total_steps must be >= 1")
+        if s.warmup_steps < 0 or s.warmup_steps > s.total_steps:
+            raise ConfigError(f"schedule.warmup_steps must be in [0, total_steps={s.total_steps}]")
+        if r.precision not in ("fp32", "bf16", "fp16"):
+            raise ConfigError(f"run.precision must be fp32, bf16 or fp16 (got {r.precision!r})")
+        from albert.optim import OPTIMIZERS
+
+        if self.optim.name not in OPTIMIZERS:
+            raise ConfigError(f"optim.name must be one of {OPTIMIZERS} (got {self.optim.name!r})")
+        from albert.config import PRESETS
+
+        if self.model.preset not in PRESETS:
+            raise ConfigError(f"model.preset {self.model.preset!r} unknown; known: {', '.join(PRESETS)}")
+
+    def grad_accum_steps(self, world_size: int) -> tuple[int, int]:
+        """(micro batch per rank, accumulation steps) making up ``run.global_batch_size``."""
+        g = self.run.global_batch_size
+        if g % world_size:
+            raise ConfigError(f"run.global_batch_size={g} is not divisible by the {world_size} ranks")
+        per_rank = g // world_size
+        micro = self.run.micro_batch_size or per_rank
+        if per_rank % micro:
+            raise ConfigError(
+                f"run.global_batch_size={g} over {world_size} rank(s) is {per_rank} per rank, "
+                f"not a multiple of run.micro_batch_size={micro}"
+            )
+        return micro, per_rank // micro
+
+
+class ConfigError(ValueError):
+    """A bad run configuration; the message names the field (and file)."""
+
+
+SECTIONS: dict[str, type] = {
+    "model": ModelOptions,
+    "data": DataOptions,
+    "optim": OptimOptions,
+    "schedule": ScheduleOptions,
+    "run": RunOptions,
+}
+
+
+# ---------------------------------------------------------------------------------------------- recipes
+def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
+    # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125, seq 512.
+    return {
+        "model": {"preset": f"albert-{size}-v2", "overrides": model_overrides},
+        "data": {"max_seq_length": 512},
+        "optim": {"name": "lamb", "lr": 0.00176},
+        "schedule": {"total_steps": 125_000, "warmup_steps": 3125},
+        "run": {"global_batch_size": 4096, "precision": "bf16", "save_every": 5000, "keep_last": 5},
+    }
+
+
+RECIPES: dict[str, dict[str, Any]] = {
+    "albert-base": _paper("base"),
+    "albert-large": _paper("large"),
+    "albert-xlarge": _paper("xlarge"),
+    "albert-xxlarge": _paper("xxlarge"),
+    # About 10 minutes on 2 CPU cores: the small model of the pretraining issue's reference run
+    # (E 128, H 256, 4 shared layers, 4 heads, FFN 1024, seq 128). Not from the paper.
+    "demo": {
+        "model": {"preset": "albert-small"},
+        "optim": {"name": "lamb", "lr": 0.002},
+        "schedule": {"total_steps": 2000, "warmup_steps": 100},
+        "run": {
+            "global_batch_size": 32,
+            "run_dir": "runs/demo",
+            "max_time_minutes": 10.0,
+            "log_every": 10,
+            "eval_every": 200,
+            "eval_batches": 20,
+            "eval_batch_size": 64,
+            "save_every": 200,
+            "keep_last": 2,
+        },
+    },
+    # Seconds: the tiny preset, a few steps, every feature on (eval, checkpoints).
+    "smoke": {
+        "model": {"preset": "albert-tiny"},
+        "optim": {"name": "lamb", "lr": 0.01},
+        "schedule": {"total_steps": 20, "warmup_steps": 2},
+        "run": {
+            "global_batch_size": 8,
+            "run_dir": "runs/smoke",
+            "log_every": 1,
+            "eval_every": 10,
+            "eval_batches": 2,
+            "eval_batch_size": 8,
+            "save_every": 10,
+            "keep_last": 2,
+            "progress_bar": False,
+        },
+    },
+}
+
+
+def recipe(name: str) -> PretrainConfig:
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return apply_dict(PretrainConfig(), RECIPES[name], f"recipe {name}")
+
+
+# ---------------------------------------------------------------------------------------------- merging
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = get_type_hints(cls)
+    return {f.name: hints[f.name] for f in fields(cls)}
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check / convert ``value`` to the field type ``tp`` (int, float, str, bool, dict and their Optional)."""
+    text = str(tp)
+    optional = "None" in text
+    if value is None:
+        if optional:
+            return None
+        raise ConfigError(f"{where}: may not be null")
+    base = text.replace(" | None", "").replace("None | ", "")
+    if base.startswith("dict") or tp is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return dict(value)
+    if base in ("bool", "<class 'bool'>"):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
+            return value.lower() in ("true", "yes", "1", "on")
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if base in ("int", "<class 'int'>"):
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.replace("_", ""))
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if base in ("float", "<class 'float'>"):
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if base in ("str", "<class 'str'>"):
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    return value
+
+
+def apply_dict(cfg: PretrainConfig, raw: dict[str, Any], source: str) -> PretrainConfig:
+    """A copy of ``cfg`` with the sections / fields of ``raw`` set (unknown names are errors)."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of sections {list(SECTIONS)}")
+    out = copy.deepcopy(cfg)
+    for section, values in raw.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"{source}: unknown section {section!r} (sections: {', '.join(SECTIONS)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: section {section!r} must be a mapping")
+        obj = getattr(out, section)
+        types = _field_types(type(obj))
+        for key, value in values.items():
+            if key not in types:
+                raise ConfigError(
+                    f"{source}: unknown field {section}.{key} (fields of {section}: {', '.join(types)})"
+                )
+            setattr(obj, key, _coerce(value, types[key], f"{source}: {section}.{key}"))
+    return out
+
+
+def parse_value(text: str) -> Any:
+    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    low = text.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("null", "none", "~", ""):
+        return None
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_yaml_subset(text: str, source: str) -> dict[str, Any]:
+    """The YAML this config needs: ``section:`` lines, indented ``key: value`` lines, ``#`` comments.
+
+    Values are scalars (see `parse_value`) or inline JSON (``overrides: {"hidden_size": 256}``).
+    """
+    out: dict[str, Any] = {}
+    section: dict[str, Any] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = re.sub(r"\s+#.*$", "", line).rstrip()
+        if not stripped.strip() or stripped.lstrip().startswith("#"):
+            continue
+        indented = stripped[0] in " \t"
+        if ":" not in stripped:
+            raise ConfigError(f"{source}:{lineno}: expected 'key: value' (got {line.strip()!r})")
+        key, _, value = stripped.strip().partition(":")
+        key = key.strip()
+        if not indented:
+            if value.strip():
+                raise ConfigError(f"{source}:{lineno}: top-level lines are sections ('{key}:' alone)")
+            section = out.setdefault(key, {})
+        else:
+            if section is None:
+                raise ConfigError(f"{source}:{lineno}: 'key: value' before any section")
+            section[key] = parse_value(value)
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A config file as a nested dict: JSON (``.json``) or the YAML subset (anything else)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    if path.suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a JSON object of sections")
+        return raw
+    return parse_yaml_subset(text, str(path))
+
+
+def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]:
+    """``["optim.lr=1e-3", "run.precision=bf16"]`` -> ``{"optim": {"lr": 0.001}, "run": {...}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or "." not in key:
+            raise ConfigError(f"{source} {item!r}: expected SECTION.FIELD=VALUE")
+        section, _, name = key.strip().partition(".")
+        out.setdefault(section, {})[name] = parse_value(value)
+    return out
+
+
+def to_yaml(cfg: PretrainConfig) -> str:
+    """The resolved config in the YAML subset that `parse_yaml_subset` reads back."""
+    lines = []
+    for section, values in cfg.to_dict().items():
+        lines.append(f"{section}:")
+        for key, value in values.items():
+            lines.append(f"  {key}: {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def field_help() -> dict[str, tuple[Any, str]]:
+    """``{"optim.lr": (type, help)}`` for every field (the CLI makes one flag of each)."""
+    out = {}
+    for section, cls in SECTIONS.items():
+        types = _field_types(cls)
+        for f in fields(cls):
+            out[f"{section}.{f.name}"] = (types[f.name], f.metadata.get("help", ""))
+    return out

@@ -1,0 +1,320 @@
+"""Pretraining: a `PretrainConfig` -> AlbertForPreTraining + PretrainingDataset + LAMB -> the trainer.
+
+`pretrain(cfg)` is what ``albert pretrain`` runs; `PretrainingEvaluator` measures held-out masked-LM and
+sentence-order accuracy (pooled over tokens / sequences, as the original run_pretraining.py `metric_fn`:
+``tf.metrics.accuracy`` weighted by ``masked_lm_weights``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from albert.train.config import PretrainConfig
+from albert.train.trainer import Trainer, TrainerConfig, TrainResult
+
+logger = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+
+
+def count_mlm(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(correct, count, summed cross-entropy) of masked-LM predictions.
+
+    ``logits`` are (N, V) at the N masked positions (what AlbertForPreTraining returns with labels), or
+    (B, T, V) at every position; ``labels`` (B, T) with -100 at unmasked positions."""
+    if logits.dim() == 3:
+        logits = logits[labels != IGNORE_INDEX]
+    targets = labels[labels != IGNORE_INDEX]
+    if targets.numel() == 0:
+        zero = torch.zeros((), device=labels.device)
+        return zero, zero, zero
+    correct = (logits.argmax(-1) == targets).sum().float()
+    loss = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="sum")
+    return correct, torch.tensor(float(targets.numel()), device=labels.device), loss
+
+
+def pretraining_metrics(batch: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
+    """Training MLM / SOP accuracies pooled over a logging window (correct, count) rather than averaged over
+    micro-batches."""
+    metrics: dict[str, Any] = {}
+    labels = batch.get("mlm_labels")
+    if labels is not None and out.get("mlm_logits") is not None:
+        logits = out["mlm_logits"].detach()
+        if logits.dim() == 3:
+            logits = logits[labels != IGNORE_INDEX]
+        targets = labels[labels != IGNORE_INDEX]
+        metrics["mlm_accuracy"] = ((logits.argmax(-1) == targets).sum(), targets.new_tensor(targets.numel()))
+    if batch.get("sop_labels") is not None and out.get("sop_logits") is not None:
+        sop = batch["sop_labels"]
+        correct = (out["sop_logits"].detach().argmax(-1) == sop).sum()
+        metrics["sop_accuracy"] = (correct, sop.new_tensor(sop.numel()))
+    return metrics
+
+
+class PretrainingEvaluator:
+    """Held-out MLM / SOP accuracy and loss over the first ``max_batches`` batches of a DATA_DIR.
+
+    The held-out set is read in stored order (no shuffle) with the DATA_DIR's static masks, or dynamic
+    masks of epoch 0, so every evaluation sees the same examples and masks. Under torch.distributed each rank
+    evaluates its share and the counts are summed.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        batch_size: int = 64,
+        max_batches: int = 100,
+        max_seq_length: int | None = None,
+    ) -> None:
+        from albert.data import PretrainingDataset
+
+        self.dataset = PretrainingDataset(
+            data_dir, shuffle=False, batch_size=batch_size, max_seq_length=max_seq_length, drop_last=False
+        )
+        self.max_batches = max_batches
+
+    def batches(self) -> Iterable[dict[str, torch.Tensor]]:
+        self.dataset.set_epoch(0)
+        for i, batch in enumerate(self.dataset):
+            if i >= self.max_batches:
+                break
+            yield batch
+
+    @torch.no_grad()
+    def __call__(self, model: nn.Module) -> dict[str, float]:
+        device = next(model.parameters()).device
+        sums = torch.zeros(6, dtype=torch.float64, device=device)  # mlm correct, count, loss; sop ...
+        for batch in self.batches():
+            batch = {k: v.to(device) for k, v in batch.items()}
+            out = model(**batch)
+            c, n, loss = count_mlm(out["mlm_logits"], batch["mlm_labels"])
+            sop = out["sop_logits"].float()
+            labels = batch["sop_labels"]
+            sop_correct = (sop.argmax(-1) == labels).sum()
+            sop_loss = torch.nn.functional.cross_entropy(sop, labels, reduction="sum")
+            sums += torch.stack(
+                [
+                    c,
+                    n,
+                    loss,
+                    sop_correct.float(),
+                    torch.tensor(float(labels.numel()), device=device),
+                    sop_loss,
+                ]
+            ).double()
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.all_reduce(sums)
+        mc, mn, ml, sc, sn, sl = sums.tolist()
+        return {
+            "eval_mlm_accuracy": mc / mn if mn else float("nan"),
+            "eval_mlm_loss": ml / mn if mn else float("nan"),
+            "eval_sop_accuracy": sc / sn if sn else float("nan"),
+            "eval_sop_loss": sl / sn if sn else float("nan"),
+            "eval_masked_tokens": mn,
+            "eval_sequences": sn,
+        }
+
+
+def baselines(
+    train_dir: str | Path, eval_dir: str | Path, max_batches: int = 100, batch_size: int = 64
+) -> dict[str, float]:
+    """Trivial held-out accuracies: MLM always predicting the most frequent masked token of the training
+    data; SOP always predicting the majority class of the training data (about 50%)."""
+    from albert.data import PretrainingDataset
+
+    train = PretrainingDataset(train_dir, shuffle=False, batch_size=batch_size)
+    counts: torch.Tensor | None = None
+    sop_ones = sop_n = 0
+    for i, b in enumerate(train):
+        if i >= max_batches:
+            break
+        labels = b["mlm_labels"][b["mlm_labels"] != IGNORE_INDEX]
+        c = torch.bincount(labels, minlength=train.vocab_size)
+        counts = c if counts is None else counts + c
+        sop_ones += int(b["sop_labels"].sum())
+        sop_n += b["sop_labels"].numel()
+    assert counts is not None, f"{train_dir}: no training batches"
+    top = int(counts.argmax())
+    majority = int(sop_ones * 2 > sop_n)
+    ev = PretrainingEvaluator(eval_dir, batch_size=batch_size, max_batches=max_batches)
+    hit = n = s_hit = s_n = 0
+    for b in ev.batches():
+        labels = b["mlm_labels"][b["mlm_labels"] != IGNORE_INDEX]
+        hit += int((labels == top).sum())
+        n += labels.numel()
+        s_hit += int((b["sop_labels"] == majority).sum())
+        s_n += b["sop_labels"].numel()
+    return {
+        "mlm_most_frequent_token": top,
+        "mlm_most_frequent_accuracy": hit / max(n, 1),
+        "sop_majority_accuracy": s_hit / max(s_n, 1),
+    }
+
+
+def _seed_all(seed: int) -> None:
+    import random
+
+    import numpy as np
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
+    """Run (or resume) the pretraining described by ``cfg``; returns the trainer's result.
+
+    Writes ``RUN_DIR/run_config.json``, ``metrics.jsonl``, ``checkpoints/`` and, when the run completes or
+    hits its time budget, the final model directory ``RUN_DIR/model`` (with the tokenizer when given).
+    """
+    from albert.config import AlbertConfig
+    from albert.data import PretrainingDataset, load_manifest
+    from albert.model import AlbertForPreTraining
+    from albert.optim import build_optimizer, build_scheduler
+    from albert.train.distributed import destroy_distributed, init_distributed, rank_zero_logging
+
+    cfg.validate()
+    if not cfg.data.data_dir:
+        from albert.train.config import ConfigError
+
+        raise ConfigError("data.data_dir is required (a DATA_DIR made by `albert prepare`; flag --data-dir)")
+    if cfg.run.threads:
+        torch.set_num_threads(cfg.run.threads)
+    info = init_distributed(cfg.run.device)
+    rank_zero_logging(info)
+    run_dir = Path(cfg.run.run_dir)
+    micro, accum = cfg.grad_accum_steps(info.world_size)
+    try:
+        tokenizer = None
+        if cfg.data.tokenizer:
+            from albert.tokenizer import load_tokenizer
+
+            tokenizer = load_tokenizer(cfg.data.tokenizer)
+        manifest = load_manifest(cfg.data.data_dir)
+        tok_info = manifest["tokenizer"]
+        data_seq = int(manifest["config"]["max_seq_length"])
+        seq = cfg.data.max_seq_length or data_seq
+
+        overrides = dict(cfg.model.overrides)
+        overrides.setdefault("vocab_size", int(tok_info["vocab_size"]))
+        model_config = AlbertConfig.from_preset(cfg.model.preset, **overrides)
+        if model_config.vocab_size != tok_info["vocab_size"]:
+            raise ValueError(
+                f"model vocab_size {model_config.vocab_size} != the DATA_DIR tokenizer's {tok_info['vocab_size']}"
+            )
+        if seq > model_config.max_position_embeddings:
+            raise ValueError(
+                f"sequence length {seq} > max_position_embeddings {model_config.max_position_embeddings}"
+            )
+
+        _seed_all(cfg.run.seed)  # same initialization on every rank (DDP also broadcasts rank 0's)
+        if cfg.model.init_from:
+            model = AlbertForPreTraining.from_pretrained(cfg.model.init_from)
+        else:
+            model = AlbertForPreTraining(model_config)
+        _seed_all(cfg.run.seed + 1000 * info.rank)  # dropout differs across ranks
+
+        dataset = PretrainingDataset(
+            cfg.data.data_dir,
+            masking=cfg.data.masking,  # type: ignore[arg-type]
+            batch_size=micro,
+            drop_last=True,
+            max_seq_length=seq,
+            tokenizer=tokenizer,
+            rank=info.rank,
+            world_size=info.world_size,
+        )
+        batches: Any = dataset.loader(micro, cfg.data.num_workers) if cfg.data.num_workers else dataset
+
+        model.to(info.device)
+        o = cfg.optim
+        optimizer = build_optimizer(
+            model, o.name, o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps
+        )
+        s = cfg.schedule
+        scheduler = build_scheduler(
+            optimizer,
+            total_steps=s.total_steps,
+            warmup_steps=s.warmup_steps,
+            power=s.power,
+            start_warmup_step=s.start_warmup_step,
+        )
+        evaluator = None
+        if cfg.data.eval_data_dir:
+            evaluator = PretrainingEvaluator(
+                cfg.data.eval_data_dir, cfg.run.eval_batch_size, cfg.run.eval_batches, max_seq_length=seq
+            )
+        r = cfg.run
+        tcfg = TrainerConfig(
+            max_steps=r.max_steps if r.max_steps is not None else s.total_steps,
+            grad_accum_steps=accum,
+            max_grad_norm=o.max_grad_norm,
+            precision=r.precision,
+            device=str(info.device),
+            compile=r.compile,
+            activation_checkpointing=r.activation_checkpointing,
+            log_every=r.log_every,
+            eval_every=r.eval_every if evaluator is not None else None,
+            save_every=r.save_every,
+            keep_last=r.keep_last,
+            max_bad_steps=r.max_bad_steps,
+            max_time_s=r.max_time_minutes * 60 if r.max_time_minutes else None,
+            progress_bar=r.progress_bar,
+        )
+
+        def on_save(directory: Path) -> None:
+            if tokenizer is not None:
+                tokenizer.save_pretrained(directory)
+
+        trainer = Trainer(
+            model,
+            optimizer,
+            scheduler,
+            tcfg,
+            run_dir=run_dir,
+            eval_fn=evaluator,
+            metrics_fn=pretraining_metrics,
+            data_state=dataset,
+            on_save=on_save,
+            dist=info,
+        )
+        if info.is_main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            (run_dir / "run_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+            n_params = sum(p.numel() for p in model.parameters())
+            logger.info(
+                "pretraining %s (%.1fM parameters) on %s x%d: global batch %d = %d micro x %d accum x %d ranks, "
+                "seq %d, %s lr %g, %d steps",
+                cfg.model.preset,
+                n_params / 1e6,
+                info.device,
+                info.world_size,
+                cfg.run.global_batch_size,
+                micro,
+                accum,
+                info.world_size,
+                seq,
+                o.name,
+                o.lr,
+                tcfg.max_steps,
+            )
+        result = trainer.fit(batches, resume=resume)
+        if info.is_main and result.last_checkpoint and result.stop_reason in ("max_steps", "time_limit"):
+            final = run_dir / "model"
+            tmp = run_dir / ".model.tmp"
+            shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(tmp, tokenizer=tokenizer)  # type: ignore[operator]
+            shutil.rmtree(final, ignore_errors=True)
+            tmp.rename(final)
+            logger.info("model directory: %s", final)
+        return result
+    finally:
+        destroy_distributed()

@@ -1,0 +1,76 @@
+"""torchrun with 2 gloo processes on CPU logs the same losses as one process at the same global batch."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+TESTS = Path(__file__).resolve().parent.parent
+SCRIPT = TESTS / "toy_training.py"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["OMP_NUM_THREADS"] = "1"
+    env["PYTHONPATH"] = str(TESTS) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _losses(run_dir: Path) -> list[tuple[int, float]]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
+
+
+@pytest.mark.slow
+def test_torchrun_two_gloo_ranks_match_one_process(tmp_path):
+    common = ["--steps", "12", "--micro-batch", "8", "--dropout", "0.0"]
+    # one process: 2 micro-batches per step (global batch 16); stream indices 0,1 | 2,3 | ...
+    single = tmp_path / "single"
+    subprocess.run(
+        [sys.executable, str(SCRIPT), "--run-dir", str(single), "--accum", "2", *common],
+        check=True,
+        env=_env(),
+        timeout=300,
+    )
+    # two ranks, 1 micro-batch each (global batch 16); rank r reads indices r, r+2, ...
+    ddp = tmp_path / "ddp"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(SCRIPT),
+            "--run-dir",
+            str(ddp),
+            "--accum",
+            "1",
+            *common,
+        ],
+        check=True,
+        env=_env(),
+        timeout=300,
+    )
+    a, b = _losses(single), _losses(ddp)
+    assert [s for s, _ in a] == [s for s, _ in b] == list(range(1, 13))
+    for (_, la), (_, lb) in zip(a, b):
+        assert la == pytest.approx(lb, rel=1e-5, abs=1e-7)
+    # the final weights agree too, and only rank 0 wrote the checkpoint
+    from safetensors.torch import load_file
+
+    wa = load_file(str(single / "checkpoints" / "step-00000012" / "model.safetensors"))
+    wb = load_file(str(ddp / "checkpoints" / "step-00000012" / "model.safetensors"))
+    for k in wa:
+        torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
+    state = json.loads((ddp / "checkpoints" / "step-00000012" / "trainer_state.json").read_text())
+    assert state["world_size"] == 2
+    ranks = torch.load(ddp / "checkpoints" / "step-00000012" / "rank_states.pt", weights_only=False)
+    assert [r["data"]["pos"] for r in ranks] == [12, 12]  # each rank's own data position

@@ -1,0 +1,144 @@
+"""The pretraining run configuration: recipes, files, flags, --print-config, errors naming the field."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from albert.train.config import (
+    RECIPES,
+    ConfigError,
+    PretrainConfig,
+    apply_dict,
+    load_config_file,
+    parse_yaml_subset,
+    recipe,
+    to_yaml,
+)
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    from albert.cli import pretrain
+
+    p = argparse.ArgumentParser()
+    pretrain.add_arguments(p)
+    return p.parse_args(argv)
+
+
+def resolve(argv: list[str]) -> PretrainConfig:
+    from albert.cli.pretrain import resolve as _resolve
+
+    return _resolve(parse(argv))
+
+
+def test_paper_recipes_have_the_paper_numbers():
+    for size in ("base", "large", "xlarge", "xxlarge"):
+        cfg = recipe(f"albert-{size}")
+        assert cfg.model.preset == f"albert-{size}-v2"
+        assert (cfg.run.global_batch_size, cfg.optim.name, cfg.optim.lr) == (4096, "lamb", 0.00176)
+        assert (cfg.schedule.total_steps, cfg.schedule.warmup_steps, cfg.schedule.power) == (
+            125_000,
+            3125,
+            1.0,
+        )
+        assert cfg.data.max_seq_length == 512
+        assert (cfg.optim.weight_decay, cfg.optim.eps, cfg.optim.max_grad_norm) == (0.01, 1e-6, 1.0)
+    assert set(RECIPES) >= {"smoke", "demo"}
+    assert recipe("demo").model.preset == "albert-small"
+
+
+def test_precedence_recipe_then_file_then_flags(tmp_path):
+    cfg_file = tmp_path / "run.yaml"
+    cfg_file.write_text(
+        "# my run\noptim:\n  lr: 0.003   # file wins over the recipe\n  name: adamw\nrun:\n  precision: bf16\n"
+        'model:\n  overrides: {"hidden_dropout_prob": 0.1}\n'
+    )
+    cfg = resolve(
+        ["--recipe", "albert-large", "--config", str(cfg_file), "--optim.lr", "0.004", "--set", "run.log_every=7",
+         "--data-dir", "D", "--run.compile"]
+    )  # fmt: skip
+    assert cfg.model.preset == "albert-large-v2"  # recipe
+    assert cfg.optim.name == "adamw" and cfg.run.precision == "bf16"  # file
+    assert cfg.model.overrides == {"hidden_dropout_prob": 0.1}
+    assert cfg.optim.lr == 0.004 and cfg.run.log_every == 7  # flags
+    assert cfg.data.data_dir == "D" and cfg.run.compile is True
+
+
+def test_json_file_and_yaml_round_trip(tmp_path):
+    cfg = recipe("smoke")
+    (tmp_path / "a.yaml").write_text(to_yaml(cfg))
+    assert apply_dict(PretrainConfig(), load_config_file(tmp_path / "a.yaml"), "a") == cfg
+    (tmp_path / "b.json").write_text(json.dumps(cfg.to_dict()))
+    assert PretrainConfig.from_dict(load_config_file(tmp_path / "b.json")) == cfg
+
+
+def test_print_config(capsys):
+    from albert.cli import pretrain
+
+    assert pretrain.run(parse(["--recipe", "smoke", "--set", "optim.lr=0.5", "--print-config"])) == 0
+    out = capsys.readouterr().out
+    assert parse_yaml_subset(out, "stdout")["optim"]["lr"] == 0.5
+    assert 'preset: "albert-tiny"' in out
+
+
+@pytest.mark.parametrize(
+    "raw, message",
+    [
+        ({"optim": {"learning_rate": 1}}, "unknown field optim.learning_rate"),
+        ({"optimizer": {}}, "unknown section 'optimizer'"),
+        ({"run": {"global_batch_size": "many"}}, "run.global_batch_size: expected an integer"),
+        ({"run": {"compile": "maybe"}}, "run.compile: expected true/false"),
+        ({"run": {"run_dir": None}}, "run.run_dir: may not be null"),
+    ],
+)
+def test_bad_values_name_the_field(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        apply_dict(PretrainConfig(), raw, "x.json")
+
+
+def test_validate_and_batch_split():
+    cfg = recipe("albert-base")
+    cfg.run.micro_batch_size = 64
+    assert cfg.grad_accum_steps(world_size=8) == (64, 8)  # 4096 = 64 x 8 x 8
+    cfg.run.micro_batch_size = 48
+    with pytest.raises(ConfigError, match="not a multiple of run.micro_batch_size=48"):
+        cfg.grad_accum_steps(world_size=8)
+    with pytest.raises(ConfigError, match="not divisible by the 3 ranks"):
+        cfg.grad_accum_steps(world_size=3)
+    cfg = recipe("smoke")
+    cfg.optim.name = "sgd"
+    with pytest.raises(ConfigError, match="optim.name"):
+        cfg.validate()
+    cfg = recipe("smoke")
+    cfg.schedule.warmup_steps = 50
+    with pytest.raises(ConfigError, match="warmup_steps"):
+        cfg.validate()
+
+
+def test_yaml_subset_errors_name_the_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"run.yaml:2: 'key: value' before any section|run.yaml:2"):
+        parse_yaml_subset("# c\n  lr: 1\n", "run.yaml")
+    with pytest.raises(ConfigError, match="run.yaml:1: top-level lines are sections"):
+        parse_yaml_subset("optim: 1\n", "run.yaml")
+    (tmp_path / "bad.json").write_text('{\n  "optim": \n}')
+    with pytest.raises(ConfigError, match=r"bad.json:3: not valid JSON"):
+        load_config_file(tmp_path / "bad.json")
+
+
+def test_cli_reports_config_errors_with_exit_code_2(capsys):
+    from albert.cli import pretrain
+
+    assert pretrain.run(parse(["--set", "optim.lr=fast"])) == 2
+    assert "optim.lr: expected a number" in capsys.readouterr().err
+    assert pretrain.run(parse(["--recipe", "smoke"])) == 2  # no data dir
+    assert "data.data_dir is required" in capsys.readouterr().err
+
+
+def test_resume_dir_supplies_the_saved_config(tmp_path):
+    saved = recipe("smoke")
+    saved.optim.lr = 0.123
+    (tmp_path / "run_config.json").write_text(json.dumps(saved.to_dict()))
+    cfg = resolve(["--resume", str(tmp_path), "--run.log_every", "3"])
+    assert cfg.optim.lr == 0.123 and cfg.run.log_every == 3 and cfg.run.run_dir == str(tmp_path)
