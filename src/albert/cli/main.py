@@ -21,6 +21,8 @@ COMMANDS: dict[str, str] = {
     "tokenizer": "albert.cli.tokenizer",
     "prepare": "albert.cli.prepare",
     "data": "albert.cli.data",
+    "pretrain": "albert.cli.pretrain",
+    "plot": "albert.cli.plot",
 }
 
 
