@@ -217,9 +217,9 @@ class Tokenizer(abc.ABC):
             ValueError: the sequence cannot be made to fit ``max_length`` with this ``truncation``
                 (a segment would lose all its tokens), or an invalid argument.
         """
-        pairs = None if text_pair is None else [text_pair]
+        pairs = None if text_pair is None else [as_text(text_pair, "text_pair")]
         return self.batch_encode(
-            [text],
+            [as_text(text, "text")],
             pairs,
             max_length=max_length,
             truncation=truncation,

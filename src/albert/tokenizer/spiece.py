@@ -513,7 +513,7 @@ class AlbertTokenizer(Tokenizer):
     def _sp_encode(self, texts: list[str], num_workers: int, out_type: Any) -> Any:
         try:
             return self.sp.encode(texts, out_type=out_type, num_threads=max(1, num_workers))
-        except UnicodeEncodeError:
+        except (UnicodeEncodeError, TypeError):  # sentencepiece >= 0.2.3 says TypeError for a surrogate
             for i, t in enumerate(texts):
                 try:
                     t.encode("utf-8")

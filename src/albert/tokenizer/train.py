@@ -14,16 +14,20 @@ We use the same settings, and in addition:
 
 - every input line goes through the tokenizer's own `preprocess_text` (whitespace, quotes, NFKD,
   lower-casing) first, so the vocabulary is learnt on exactly the text it will later segment;
-- the input is streamed: SentencePiece keeps a uniform reservoir sample of ``input_sentence_size``
-  lines, so memory is bounded by the sample, not by the corpus;
-- the random seed is fixed (SentencePiece's reservoir sampling and its seed-piece shuffling use it),
-  so the same input and settings give the same model bytes.
+- the input is streamed through a uniform reservoir sample of ``input_sentence_size`` lines (Vitter's
+  algorithm R), so memory is bounded by the sample, not by the corpus. We sample ourselves, with a
+  seeded generator, because SentencePiece's own sampler (``shuffle_input_sentence``) is not seeded by
+  ``set_random_generator_seed``: with sentencepiece 0.2.3 two processes with the same seed drew two
+  different samples, hence two different vocabularies. SentencePiece then gets at most
+  ``input_sentence_size`` lines and has nothing left to sample;
+- so the same input and settings give the same model bytes.
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import random
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -84,6 +88,20 @@ def _preprocessed_lines(
             )
 
 
+def reservoir_sample(lines: Iterable[str], k: int, seed: int) -> list[str]:
+    """A uniform sample of at most ``k`` lines, in one pass and O(k) memory (Vitter's algorithm R)."""
+    rng = random.Random(seed)
+    sample: list[str] = []
+    for i, line in enumerate(lines):
+        if i < k:
+            sample.append(line)
+        else:
+            j = rng.randrange(i + 1)
+            if j < k:
+                sample[j] = line
+    return sample
+
+
 def train_sentencepiece(
     inputs: Sequence[str | Path],
     output_dir: str | Path,
@@ -114,7 +132,7 @@ def train_sentencepiece(
         keep_accents: keep combining accents (skip NFKD and their removal).
         model_type: ``unigram`` (ALBERT) or ``bpe``.
         character_coverage: fraction of characters covered by the vocabulary; rarer ones map to <unk>.
-        input_sentence_size: size of the uniform sample of input lines used for training.
+        input_sentence_size: size of the uniform sample of input lines used for training (0: all).
         user_defined_symbols: pieces always kept whole.
         seed: SentencePiece's random seed (the sample, the seed-piece shuffle).
         num_threads: training threads. 1 keeps the result independent of the machine.
@@ -136,11 +154,17 @@ def train_sentencepiece(
     stats = TrainStats()
     t0 = time.monotonic()
     lines = _preprocessed_lines(inputs, do_lower_case, keep_accents, stats, progress, progress_every)
+    sample = reservoir_sample(lines, input_sentence_size, seed) if input_sentence_size > 0 else list(lines)
+    if progress is not None:
+        progress(
+            f"read {stats.lines_read:,} lines ({stats.chars_used:,} characters); training a {model_type} "
+            f"model of {vocab_size:,} pieces on {len(sample):,} of them"
+        )
     model = io.BytesIO()
     spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=lines,
+            sentence_iterator=iter(sample),
             model_writer=model,
             model_type=model_type,
             vocab_size=vocab_size,
