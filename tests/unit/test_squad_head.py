@@ -234,3 +234,15 @@ def test_loads_real_bert_weights_with_a_fresh_head(minilm_dir):
     torch.testing.assert_close(model.albert.embeddings.word.weight, ref["embeddings.word_embeddings.weight"])
     assert model.squad.end_dense.weight.shape == (384, 768)
     assert float(model.squad.start.weight.std()) == pytest.approx(0.02, rel=0.2)  # original initializer
+
+
+def test_eval_mode_with_labels_gives_loss_and_beam():
+    head = _head()
+    seq, p_mask = _inputs(6)
+    labels = (torch.tensor([5, 0, 6]), torch.tensor([6, 0, 6]))
+    both = head(seq, p_mask, *labels)  # eval mode
+    plain = head(seq, p_mask)
+    assert "loss" in both and "end_log_probs" in both
+    for key in ("start_top_index", "end_top_index", "end_top_log_probs", "cls_logits"):
+        torch.testing.assert_close(both[key], plain[key])
+    assert "start_top_index" not in head.train()(seq, p_mask, *labels)

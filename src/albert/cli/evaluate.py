@@ -16,6 +16,7 @@ DESCRIPTION = """Evaluate a fine-tuned model on a split and write its prediction
   albert evaluate glue --task sst2 --data-dir GLUE --model RUN_DIR --split test    # leaderboard file
   albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
   albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
+  albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
 
 --model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
 directory written by it. Unlabelled splits get predictions only."""
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or (Path(model_dir) / "eval" / f"{args.split}.jsonl")
     write_jsonl(out, res.predictions)
     extra = ""
-    if args.split.startswith("test") or args.split == "ax" or not res.metrics:
+    if args.split.startswith("test") or args.split == "ax" or not res.metrics or task.name == "squad":
         path = task.write_test_predictions(args.split, res.predictions, out.parent)
         extra = f", submission file {path}"
     summary = {"model": str(model_dir), "split": args.split, "num_examples": len(examples), **res.metrics}

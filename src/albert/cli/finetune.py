@@ -37,6 +37,7 @@ TASKS: dict[str, str] = {
     "glue": "albert.tasks.glue",
     "custom": "albert.tasks.custom",
     "race": "albert.tasks.race",
+    "squad": "albert.tasks.squad",
 }
 
 _FLAG_HELP = {

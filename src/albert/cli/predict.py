@@ -17,9 +17,11 @@ DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per inp
   albert predict --model RUN_DIR --input pairs.tsv             # sentence-pair model: text<TAB>pair
   albert predict --model RUN_DIR --input items.jsonl           # fields text / text_pair (or --text-field)
   albert predict --model RACE_RUN --input questions.jsonl      # multiple choice: context, question, options
+  albert predict --model SQUAD_RUN --input qa.jsonl            # question answering: question, context
 
 Classification: {"text", "label", "probabilities": {label: p}}; regression: {"text", "score"};
-multiple choice: {"prediction": "B", "probabilities": [...]}."""
+multiple choice: {"prediction": "B", "probabilities": [...]}; question answering: {"question", "answer"
+("" = no answer, SQuAD 2.0), "probability", "null_odds"}."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,6 +88,10 @@ def build_examples(
     from albert.tasks.base import Example, TaskDataError
 
     examples = []
+    if info["kind"] == "span":  # question answering: {"question", "context"} or question<TAB>context
+        from albert.tasks.squad import predict_examples
+
+        return predict_examples(records, numbers, source)
     if info["kind"] == "multiple_choice":
         for rec, n in zip(records, numbers):
             context = rec.get("context", rec.get("article"))
@@ -128,6 +134,10 @@ def _task_for(info: dict[str, Any]) -> Any:
     from albert.tasks.base import ClassificationTask
     from albert.tasks.race import MultipleChoiceData, MultipleChoiceTask
 
+    if info["kind"] == "span":
+        from albert.tasks.squad import SquadTask
+
+        return SquadTask.from_info(info)
     if info["kind"] == "multiple_choice":
         files: dict[str, Path] = {"input": Path("-")}
         return MultipleChoiceTask(
@@ -194,6 +204,11 @@ def run(args: argparse.Namespace) -> int:
             row["id"] = rec["id"]
         if info["kind"] == "multiple_choice":
             row.update(prediction=p["prediction"], probabilities=p["probabilities"])
+        elif info["kind"] == "span":
+            best = p["nbest"][0] if p["nbest"] else {}
+            row.update(question=ex.texts[0], answer=p["prediction"], probability=best.get("probability"))
+            if "null_odds" in p:
+                row["null_odds"] = p["null_odds"]
         else:
             row["text"] = ex.texts[0]
             if len(ex.texts) > 1:

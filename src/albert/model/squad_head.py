@@ -78,7 +78,8 @@ class SquadV2Head(nn.Module):
         end_positions: torch.Tensor | None = None,
         is_impossible: torch.Tensor | None = None,
     ) -> Output:
-        """Training outputs (and the loss) when ``start_positions`` is given, beam outputs otherwise.
+        """Training outputs (and the loss) when ``start_positions`` is given; beam outputs when it is not,
+        or in eval mode (so that an evaluation batch with labels gives both the loss and predictions).
 
         Args:
             sequence_output: (B, T, H) encoder output.
@@ -89,7 +90,7 @@ class SquadV2Head(nn.Module):
         Returns:
             With labels: ``start_log_probs``, ``end_log_probs`` (B, T), ``cls_logits`` (B,), and ``loss``,
             ``start_loss``, ``end_loss``, ``cls_loss`` when ``end_positions`` is given.
-            Without: ``start_log_probs`` (B, T), ``start_top_log_probs`` / ``start_top_index``
+            Without labels (or in eval mode): ``start_log_probs`` (B, T), ``start_top_log_probs`` / ``start_top_index``
             (B, start_n_top), ``end_top_log_probs`` / ``end_top_index`` (B, start_n_top * end_n_top, row
             ``i * end_n_top + j`` = j-th end of the i-th start), ``cls_logits`` (B,).
         """
@@ -111,7 +112,7 @@ class SquadV2Head(nn.Module):
             start_feat = sequence_output[rows, start_positions][:, None, :]  # (B, 1, H)
             end_logits = self._end_logits(sequence_output, start_feat).masked_fill(masked, NEG_INF)  # (B, T)
             out["end_log_probs"] = F.log_softmax(end_logits, dim=-1)
-        else:
+        if start_positions is None or not self.training:
             k_start = min(self.start_n_top, t)
             k_end = min(self.end_n_top, t)
             top_lp, top_idx = start_log_probs.topk(k_start, dim=-1)  # (B, k)

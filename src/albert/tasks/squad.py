@@ -37,10 +37,12 @@ import bisect
 import json
 import logging
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
+
+from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
 
 logger = logging.getLogger(__name__)
 
@@ -571,3 +573,380 @@ def split_articles(
 def examples_of(data: Iterable[dict[str, Any]], version: str = "1.1") -> SquadData:
     """`SquadData` from a ``data`` list (e.g. one part of `split_articles`)."""
     return parse_squad({"version": version, "data": list(data)})
+
+
+# ---------------------------------------------------------------------------------------------- the task
+# google-research/albert README, fine-tuning hyperparameter table (also the paper's appendix A.4):
+#   SQuAD v1.1: LR 5e-5, BSZ 48, ALBERT DR 0, Classifier DR 0.1, TS 3649, WS 365, MSL 384
+#   SQuAD v2.0: LR 3e-5, BSZ 48, ALBERT DR 0, Classifier DR 0.1, TS 8144, WS 814, MSL 512
+PRESETS: dict[str, FinetuneConfig] = {
+    "1.1": FinetuneConfig(
+        learning_rate=5e-5,
+        batch_size=48,
+        train_steps=3649,
+        warmup_steps=365,
+        max_seq_length=384,
+        encoder_dropout=0.0,
+        classifier_dropout=0.1,
+        eval_batch_size=32,
+    ),
+    "2.0": FinetuneConfig(
+        learning_rate=3e-5,
+        batch_size=48,
+        train_steps=8144,
+        warmup_steps=814,
+        max_seq_length=512,
+        encoder_dropout=0.0,
+        classifier_dropout=0.1,
+        eval_batch_size=32,
+    ),
+}
+
+
+HEADS = ("verifier", "span")
+"""SQuAD 2.0 heads: ALBERT's answer verifier (`albert.model.squad_head`) or the BERT-style span head with
+the [CLS] null score."""
+
+
+class SquadTask(Task):
+    """SQuAD 1.1 / 2.0 as a task of the fine-tuning framework (`albert.tasks.base`).
+
+    Args:
+        version: "1.1" (span head, EM / F1) or "2.0" (no-answer questions; HasAns / NoAns, best_* too).
+        files: split name -> SQuAD JSON file (``train``, ``dev``, ``test``; any subset).
+        head: for 2.0, "verifier" (ALBERT's own head) or "span" (BERT-style null score); 1.1 uses "span".
+        doc_stride, max_query_length, answer_start_policy: featurization, see `featurize`.
+        n_best_size, max_answer_length: post-processing, see `albert.tasks.squad_postprocess`.
+        null_threshold: 2.0 only: answer "" when ``null_odds > null_threshold``; None chooses it on the
+            labelled split being evaluated (best F1, as the original's ``evaluate_v2``), a number fixes it
+            (e.g. for a test set, the value chosen on dev).
+    """
+
+    name = "squad"
+    kind = "span"
+    train_split = "train"
+
+    def __init__(
+        self,
+        version: str = "1.1",
+        files: dict[str, str | Path] | None = None,
+        *,
+        head: str = "verifier",
+        doc_stride: int = DOC_STRIDE,
+        max_query_length: int = MAX_QUERY_LENGTH,
+        n_best_size: int = 20,
+        max_answer_length: int = 30,
+        null_threshold: float | None = None,
+        answer_start_policy: str = "nearest",
+    ) -> None:
+        if version not in ("1.1", "2.0"):
+            raise ValueError(f"SQuAD version must be 1.1 or 2.0, got {version!r}")
+        if head not in HEADS:
+            raise ValueError(f"head must be one of {HEADS}, got {head!r}")
+        self.version = version
+        self.head = head if version == "2.0" else "span"
+        self.files = {k: Path(v) for k, v in (files or {}).items()}
+        self.doc_stride = doc_stride
+        self.max_query_length = max_query_length
+        self.n_best_size = n_best_size
+        self.max_answer_length = max_answer_length
+        self.null_threshold = null_threshold
+        self.chosen_threshold: float | None = None
+        self.answer_start_policy = answer_start_policy
+        self.metric_names = ("exact_match", "f1") if version == "1.1" else ("exact", "f1")
+        self.dev_splits = ("dev",) if "dev" in self.files else ()
+        self.test_splits = ("test",) if "test" in self.files else ()
+        self.reports: dict[str, FeaturizeReport] = {}
+
+    # ------------------------------------------------------------------------------------- data
+    def read(self, split: str) -> list[Example]:
+        if split not in self.files:
+            raise FileNotFoundError(f"squad: no file for the {split} split (give --{split}-file)")
+        data = read_squad(self.files[split])
+        if data.version == "2.0" and self.version == "1.1" and any(e.is_impossible for e in data.examples):
+            logger.warning("%s has unanswerable questions but the task is SQuAD 1.1", self.files[split])
+        return [
+            Example(e.qas_id, (e.question, e.context), e.answer_texts, {"squad": e, "split": split})
+            for e in data.examples
+        ]
+
+    def featurize(self, examples: Sequence[Any], tokenizer: Any, max_length: int) -> list[dict[str, Any]]:
+        squad = [ex.meta["squad"] if "squad" in ex.meta else _as_squad_example(ex) for ex in examples]
+        training = bool(examples) and all(ex.meta.get("split") == self.train_split for ex in examples)
+        feats, report = featurize(
+            squad,
+            tokenizer,
+            max_seq_length=max_length,
+            doc_stride=self.doc_stride,
+            max_query_length=self.max_query_length,
+            is_training=training,
+            answer_start_policy=self.answer_start_policy,
+        )
+        report.log()
+        self.reports[examples[0].meta.get("split", "input") if examples else "input"] = report
+        return [
+            {
+                "input_ids": f.input_ids,
+                "token_type_ids": f.token_type_ids,
+                "example_index": f.example_index,
+                "squad": f,
+            }
+            for f in feats
+        ]
+
+    def collate(self, features: Sequence[Any], pad_id: int = 0, pad_to: int | None = None) -> dict[str, Any]:
+        batch = collate([f["squad"] for f in features], pad_id)
+        if pad_to is not None and batch["input_ids"].shape[1] < pad_to:
+            import torch.nn.functional as F
+
+            extra = pad_to - batch["input_ids"].shape[1]
+            for key, value in (
+                ("input_ids", pad_id),
+                ("token_type_ids", 0),
+                ("attention_mask", 0),
+                ("p_mask", 1),
+            ):
+                batch[key] = F.pad(batch[key], (0, extra), value=value)
+        return batch
+
+    # ------------------------------------------------------------------------------------ model
+    def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
+        if self.head == "verifier":
+            from albert.model.squad_head import AlbertForSquadV2
+
+            return AlbertForSquadV2.from_pretrained(init, **config_overrides)
+        from albert.model import AlbertForQuestionAnswering
+
+        return AlbertForQuestionAnswering.from_pretrained(init, **config_overrides)
+
+    # ------------------------------------------------------------------------------ predictions
+    def postprocess(
+        self, outputs: Sequence[Any], examples: Sequence[Any], features: Sequence[Any]
+    ) -> list[dict[str, Any]]:
+        import numpy as np
+
+        from albert.tasks import squad_postprocess as P
+
+        squad_examples = [
+            ex.meta["squad"] if "squad" in ex.meta else _as_squad_example(ex) for ex in examples
+        ]
+        feats = [f["squad"] for f in features]
+        preds: P.Predictions
+        if self.head == "verifier":
+            v2 = [
+                P.V2Result(
+                    f.unique_id,
+                    np.asarray(o["start_top_log_probs"]),
+                    np.asarray(o["start_top_index"]).astype(np.int64),
+                    np.asarray(o["end_top_log_probs"]),
+                    np.asarray(o["end_top_index"]).astype(np.int64),
+                    float(np.asarray(o["cls_logits"])),
+                )
+                for o, f in zip(outputs, feats)
+            ]
+            preds = P.postprocess_v2(
+                squad_examples,
+                feats,
+                v2,
+                n_best_size=self.n_best_size,
+                max_answer_length=self.max_answer_length,
+            )
+        else:
+            spans = [
+                P.SpanResult(
+                    f.unique_id,
+                    np.asarray(o["start_logits"])[: len(f.input_ids)],
+                    np.asarray(o["end_logits"])[: len(f.input_ids)],
+                )
+                for o, f in zip(outputs, feats)
+            ]
+            preds = P.postprocess_span(
+                squad_examples,
+                feats,
+                spans,
+                n_best_size=self.n_best_size,
+                max_answer_length=self.max_answer_length,
+                null_score=self.version == "2.0",
+            )
+        threshold = self.null_threshold if self.null_threshold is not None else self.chosen_threshold
+        answers = preds.answers(threshold if self.version == "2.0" else None)
+        records = []
+        for ex in squad_examples:
+            q = ex.qas_id
+            rec: dict[str, Any] = {"guid": q, "prediction": answers[q], "best_span": preds.best_text[q]}
+            if self.version == "2.0":
+                rec["null_odds"] = preds.null_odds[q]
+            rec["nbest"] = preds.nbest[q]
+            records.append(rec)
+        return records
+
+    def compute_metrics(
+        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Any]
+    ) -> dict[str, float]:
+        """v1.1: ``exact_match``, ``f1``. v2.0: the official v2 dict at the no-answer threshold (chosen here
+        for best F1 unless fixed; records' ``prediction`` is updated to it), plus ``null_threshold`` and
+        ``threshold_chosen`` (1.0: chosen on this split, 0.0: fixed)."""
+        from albert.tasks import squad_metric as SM
+        from albert.tasks.squad_postprocess import Predictions, choose_threshold
+
+        golds = {ex.guid: list(ex.label) for ex in examples}
+        if self.version == "1.1":
+            return SM.evaluate_v1(golds, {p["guid"]: p["prediction"] for p in predictions})
+        best = {p["guid"]: p["best_span"] for p in predictions}
+        odds = {p["guid"]: float(p["null_odds"]) for p in predictions}
+        if self.null_threshold is None:
+            threshold = choose_threshold(Predictions(best, {}, odds), golds)
+            self.chosen_threshold = threshold
+        else:
+            threshold = self.null_threshold
+        for p in predictions:  # the records are dicts (our postprocess): set the thresholded answer
+            cast(dict, p)["prediction"] = "" if p["null_odds"] > threshold else p["best_span"]
+        out = SM.evaluate_v2(golds, {p["guid"]: p["prediction"] for p in predictions})
+        full = SM.evaluate_v2(golds, best, odds)
+        out.update({k: v for k, v in full.items() if k.startswith("best_")})
+        out.update(null_threshold=float(threshold), threshold_chosen=float(self.null_threshold is None))
+        return {k: float(v) for k, v in out.items()}
+
+    def score(self, metrics: Any) -> float:
+        """F1 selects the best checkpoint (the original keeps the checkpoint with the best dev F1)."""
+        return float(metrics["f1"])
+
+    def info(self) -> dict[str, Any]:
+        threshold = self.null_threshold if self.null_threshold is not None else self.chosen_threshold
+        return {
+            **super().info(),
+            "version": self.version,
+            "head": self.head,
+            "doc_stride": self.doc_stride,
+            "max_query_length": self.max_query_length,
+            "n_best_size": self.n_best_size,
+            "max_answer_length": self.max_answer_length,
+            "null_threshold": threshold,
+            "null_threshold_source": "fixed"
+            if self.null_threshold is not None
+            else "chosen on dev (best F1)",
+        }
+
+    @classmethod
+    def from_info(cls, info: dict[str, Any], files: dict[str, str | Path] | None = None) -> SquadTask:
+        """The task a fine-tuned model was trained with (its task.json), e.g. for `albert predict`."""
+        return cls(
+            str(info.get("version", "1.1")),
+            files,
+            head=str(info.get("head", "span")),
+            doc_stride=int(info.get("doc_stride", DOC_STRIDE)),
+            max_query_length=int(info.get("max_query_length", MAX_QUERY_LENGTH)),
+            n_best_size=int(info.get("n_best_size", 20)),
+            max_answer_length=int(info.get("max_answer_length", 30)),
+            null_threshold=info.get("null_threshold"),
+        )
+
+    def write_test_predictions(
+        self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
+    ) -> Path:
+        return write_official_files(predictions, out_dir / split)
+
+
+def write_official_files(predictions: Sequence[Mapping[str, Any]], out_dir: Path) -> Path:
+    """``predictions.json`` (qid -> answer, "" = no answer), ``nbest_predictions.json`` and, for SQuAD 2.0,
+    ``null_odds.json`` from the task's prediction records; returns the predictions.json path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "predictions.json"
+    path.write_text(
+        json.dumps({p["guid"]: p["prediction"] for p in predictions}, indent=4) + "\n", encoding="utf-8"
+    )
+    nbest = {p["guid"]: p.get("nbest", []) for p in predictions}
+    (out_dir / "nbest_predictions.json").write_text(json.dumps(nbest, indent=4) + "\n", encoding="utf-8")
+    if predictions and "null_odds" in predictions[0]:
+        odds = {p["guid"]: p["null_odds"] for p in predictions}
+        (out_dir / "null_odds.json").write_text(json.dumps(odds, indent=4) + "\n", encoding="utf-8")
+    return path
+
+
+def _as_squad_example(ex: Any) -> SquadExample:
+    question, context = ex.texts[0], ex.texts[1]
+    return SquadExample(str(ex.guid), question, context, [])
+
+
+def predict_examples(records: Sequence[dict[str, Any]], numbers: Sequence[int], source: str) -> list[Any]:
+    """Examples for `albert predict` from JSONL records ``{"question", "context"[, "id"]}`` or text lines
+    ``question<TAB>context`` (as ``{"_texts": [...]}``)."""
+    out = []
+    for rec, n in zip(records, numbers):
+        if "_texts" in rec:
+            if len(rec["_texts"]) != 2:
+                raise TaskDataError(
+                    f"{source}:{n}: expected question<TAB>context, got {len(rec['_texts'])} field(s)"
+                )
+            question, context = rec["_texts"]
+        else:
+            question, context = rec.get("question"), rec.get("context")
+            if not isinstance(question, str) or not isinstance(context, str):
+                raise TaskDataError(
+                    f"{source}:{n}: a question-answering input needs 'question' and 'context'"
+                )
+        qid = str(rec.get("id", n))
+        out.append(
+            Example(qid, (question, context), None, {"squad": SquadExample(qid, question, context, [])})
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------- command-line hooks
+def cli_arguments(parser: Any, mode: str) -> None:
+    """The SQuAD arguments of `albert finetune squad` / `albert evaluate squad`."""
+    parser.add_argument(
+        "--version", dest="squad_version", choices=("1.1", "2.0"), help="SQuAD version (default 1.1)"
+    )
+    parser.add_argument("--train-file", type=Path, required=mode == "finetune", help="training SQuAD JSON")
+    parser.add_argument("--dev-file", type=Path, help="dev SQuAD JSON (evaluated during training)")
+    parser.add_argument("--test-file", type=Path, help="test SQuAD JSON (predictions only if unlabelled)")
+    parser.add_argument(
+        "--head", choices=HEADS, help="SQuAD 2.0 head: verifier (ALBERT's, default) or span (BERT-style)"
+    )
+    parser.add_argument("--doc-stride", type=int, help=f"window stride in tokens (default {DOC_STRIDE})")
+    parser.add_argument(
+        "--max-query-length", type=int, help=f"question tokens kept (default {MAX_QUERY_LENGTH})"
+    )
+    parser.add_argument("--n-best-size", type=int, help="n-best list size (default 20)")
+    parser.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
+    parser.add_argument(
+        "--null-threshold",
+        type=float,
+        help="SQuAD 2.0: fixed no-answer threshold (default: best F1 on the split)",
+    )
+    parser.add_argument(
+        "--answer-start-policy", choices=ANSWER_START_POLICIES, default="nearest",
+        help="an answer_start that does not point at the answer text: nearest occurrence (default), "
+        "original (trust it, as google-research/albert), skip",
+    )  # fmt: skip
+
+
+def cli_task(args: Any, info: dict[str, Any] | None = None) -> tuple[SquadTask, Any]:
+    """The task and its preset from parsed arguments (and the task.json of a fine-tuned model)."""
+    info = dict(info or {})
+    version = args.squad_version or str(info.get("version", "1.1"))
+    if info and str(info.get("version", version)) != version:
+        raise ValueError(f"the model was fine-tuned on SQuAD {info.get('version')}, not {version}")
+    files = {
+        k: v for k, v in (("train", args.train_file), ("dev", args.dev_file), ("test", args.test_file)) if v
+    }
+
+    def pick(name: str, default: Any) -> Any:
+        value = getattr(args, name, None)
+        return value if value is not None else info.get(name, default)
+
+    task = SquadTask(
+        version,
+        files,
+        head=pick("head", "verifier"),
+        doc_stride=int(pick("doc_stride", DOC_STRIDE)),
+        max_query_length=int(pick("max_query_length", MAX_QUERY_LENGTH)),
+        n_best_size=int(pick("n_best_size", 20)),
+        max_answer_length=int(pick("max_answer_length", 30)),
+        null_threshold=args.null_threshold,  # evaluation: chosen on the split unless fixed here
+        answer_start_policy=args.answer_start_policy,
+    )
+    # for unlabelled splits (and `albert predict`): the threshold chosen on dev when fine-tuning
+    task.chosen_threshold = info.get("null_threshold")
+    return task, PRESETS[version]

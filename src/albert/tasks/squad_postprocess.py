@@ -269,10 +269,14 @@ def postprocess_v2(
 
 def choose_threshold(predictions: Predictions, golds: Mapping[str, Sequence[str]]) -> float:
     """The no-answer threshold with the best F1 on a labelled set (original ``evaluate_v2`` uses
-    ``best_f1_thresh``), as a value that `Predictions.answers` turns into exactly that F1."""
+    ``best_f1_thresh``), as a finite value that `Predictions.answers` turns into exactly that F1."""
     has_ans = {q: bool(a) for q, a in golds.items()}
     f1 = {}
     for qid, answers in golds.items():
         gold = [a for a in answers if normalize_answer(a)] or [""]
         f1[qid] = max(f1_score(predictions.best_text.get(qid, ""), g) for g in gold)
-    return choose_null_threshold(predictions.best_text, f1, predictions.null_odds, has_ans)
+    threshold = choose_null_threshold(predictions.best_text, f1, predictions.null_odds, has_ans)
+    if threshold == -math.inf and predictions.null_odds:
+        # "answer nothing" is best: a finite value below every null score does that (and fits in JSON)
+        threshold = min(predictions.null_odds.values()) - 1.0
+    return threshold
