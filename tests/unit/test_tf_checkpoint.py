@@ -230,3 +230,42 @@ def test_big_endian_bytes_are_big_endian(tmp_path: Path) -> None:
     write_checkpoint(tmp_path / "be", {"x": np.array([1.0], np.float32)}, big_endian=True)
     assert Path(f"{tmp_path / 'be'}.data-00000-of-00001").read_bytes() == struct.pack(">f", 1.0)
     assert TFCheckpoint(tmp_path / "be").read("x")[0] == 1.0
+
+
+@pytest.mark.parametrize("big_endian", [False, True])
+def test_read_transposed_into_out(tmp_path: Path, big_endian: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Streaming reads (transposed, converted, into a caller's buffer, in many chunks) give the same values,
+    and a bit flip in the last chunk is still caught."""
+    import albert.convert.tf_checkpoint as tfc
+
+    monkeypatch.setattr(tfc, "_CHUNK_BYTES", 1000)  # 3 rows of 70 floats per chunk: 100 chunks
+    rng = np.random.default_rng(1)
+    kernel = rng.standard_normal((300, 70)).astype(np.float32)
+    half = rng.standard_normal((5, 3)).astype(np.float16)
+    write_checkpoint(tmp_path / "m", {"k": kernel, "h": half}, big_endian=big_endian)
+    ckpt = TFCheckpoint(tmp_path / "m")
+    np.testing.assert_array_equal(ckpt.read("k", transpose=True), kernel.T)
+    fused = np.zeros((140, 300), np.float32)  # two row blocks, as the fused q/k/v projection is filled
+    ckpt.read("k", out=fused[70:], transpose=True)
+    np.testing.assert_array_equal(fused[70:], kernel.T)
+    assert not fused[:70].any()
+    as32 = np.empty((5, 3), np.float32)
+    ckpt.read("h", out=as32)
+    np.testing.assert_array_equal(as32, half.astype(np.float32))
+    with pytest.raises(ValueError, match="out= must be C-contiguous of shape"):
+        ckpt.read("k", out=np.empty((300, 70), np.float32), transpose=True)
+
+    data = Path(f"{tmp_path / 'm'}.data-00000-of-00001")
+    raw = bytearray(data.read_bytes())
+    entry = ckpt.entries["k"]
+    raw[entry.offset + entry.size - 1] ^= 1
+    data.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumError, match=rf"tensor 'k' .* crc32c stored {entry.crc32c:#010x}"):
+        TFCheckpoint(tmp_path / "m").read("k", transpose=True)
+
+
+def test_bfloat16_streamed_into_float32() -> None:
+    ckpt = TFCheckpoint(FIXTURES / "dtypes" / "model.ckpt")
+    out = np.empty(4, np.float32)
+    ckpt.read("bf16", out=out)
+    np.testing.assert_array_equal(out, np.load(FIXTURES / "dtypes" / "arrays.npz")["bf16"])

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.overrides import TorchFunctionMode
 
 from albert.config import AlbertConfig, ConfigError
 from albert.convert import keymap
@@ -267,6 +268,32 @@ class TFConversionReport:
     unused: list[str] = field(default_factory=list)
 
 
+class _NoInit(TorchFunctionMode):
+    """Skips initializers while the model skeleton is built on the meta device: its parameters are all
+    replaced by the checkpoint's (``load_state_dict(assign=True)``), and torch's meta ``normal_`` alone costs
+    seconds on first use (it imports torch._dynamo)."""
+
+    _INIT = frozenset(
+        {
+            "normal_",
+            "uniform_",
+            "trunc_normal_",
+            "kaiming_uniform_",
+            "xavier_uniform_",
+            "constant_",
+            "zeros_",
+            "ones_",
+        }
+        | {"zero_", "fill_"}
+    )
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) in self._INIT:
+            return args[0] if args else kwargs["tensor"]
+        return func(*args, **kwargs)
+
+
 def _choose_head(names: set[str]) -> str | None:
     if {"output_weights", "output_bias"} <= names:
         return "classification"
@@ -290,23 +317,30 @@ def _model_class(head: str | None) -> type[Any]:
     }[head]
 
 
-def _to_ours(arr: np.ndarray, tf_name: str, want_in_tf_layout: tuple[int, ...]) -> torch.Tensor:
-    """One TF tensor in nn.Module layout (float32). ``want_in_tf_layout``: the shape it must have in TF's
-    layout (our shape, reversed for kernels)."""
-    if arr.dtype.kind == "f" and arr.dtype != np.float32:
-        arr = arr.astype(np.float32)
-    if (
-        arr.shape != want_in_tf_layout
-        and arr.size == int(np.prod(want_in_tf_layout))
-        and arr.ndim > len(want_in_tf_layout)
-    ):
-        # (H, heads, head_dim) query/key/value kernels, (heads, head_dim, H) output kernels, (heads, head_dim)
-        # biases of older exports: the C-order flattening is the 2-D (1-D) variable of modeling.py.
-        arr = arr.reshape(want_in_tf_layout)
-    t = torch.from_numpy(arr)
-    if tf_name.endswith("/kernel"):
-        t = t.T.contiguous()  # (in, out) -> (out, in); the numpy buffer is released by the caller
-    return t
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+
+
+def _read_part(ckpt: TFCheckpoint, name: str, kernel: bool, out: np.ndarray, verify: bool, hint: str) -> None:
+    """Read the TF variable ``name`` into ``out`` (our layout, float32): kernels (in, out) transposed as they
+    stream from the file, everything else as it is; no other copy of the tensor is made."""
+    entry = ckpt.entries[name]
+    tf_shape = out.shape[::-1] if kernel else out.shape
+    if entry.dtype not in _FLOAT_DTYPES or entry.numel != int(np.prod(tf_shape)):
+        raise ConversionError(
+            f"{ckpt.prefix}: tensor {name!r} is {entry.dtype} {entry.shape}, but it must be a float tensor of "
+            f"shape {tuple(tf_shape)} here ({hint})"
+        )
+    if entry.shape == tf_shape:
+        ckpt.read(name, verify=verify, out=out, transpose=kernel)
+        return
+    if len(entry.shape) <= len(tf_shape):
+        raise ConversionError(
+            f"{ckpt.prefix}: tensor {name!r} has shape {entry.shape}, expected {tuple(tf_shape)} ({hint})"
+        )
+    # (H, heads, head_dim) query/key/value kernels, (heads, head_dim, H) output kernels and (heads, head_dim)
+    # biases of older exports: their C-order flattening is the 2-D (1-D) variable of modeling.py.
+    arr = ckpt.read(name, verify=verify).reshape(tf_shape)
+    out[...] = arr.T if kernel else arr
 
 
 def load_tf_checkpoint(
@@ -389,7 +423,7 @@ def _load(
         if "output_weights" not in names:
             raise ConversionError(f"{where}: head 'classification' needs the variable output_weights")
         ctor["num_labels"] = ckpt.entries[tf_names["output_weights"]].shape[0]
-    with torch.device("meta"):
+    with torch.device("meta"), _NoInit():
         model = cls(cfg, **ctor)
     target = model.state_dict()
     bare = not any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
@@ -408,28 +442,17 @@ def _load(
         if absent:
             missing += absent
             continue
-        parts = []
-        for t in rule.theirs:
-            part_want = (want[0] // len(rule.theirs), *want[1:])
-            tf_want = tuple(reversed(part_want)) if t.endswith("/kernel") else part_want
-            arr = ckpt.read(tf_names[t], verify=verify)
+        hint = f"{rule.ours} {want}; does {cfg_source} describe this checkpoint?"
+        dest = np.empty(want, dtype=np.float32)  # the fused q/k/v parts are read into row blocks of it
+        rows = want[0] // len(rule.theirs)
+        for k, t in enumerate(rule.theirs):
+            part = dest[k * rows : (k + 1) * rows]
             if layout == "brightmart" and rule.ours.endswith("embeddings.word.weight"):
-                arr = _brightmart_words(ckpt, tf_names, arr, verify)
+                _brightmart_words(ckpt, tf_names, part, verify)
                 used.add(BRIGHTMART_PROJECTION)
-            if arr.size != int(np.prod(tf_want)):
-                raise ConversionError(
-                    f"{where}: tensor {tf_names[t]!r} has shape {arr.shape}, but {rule.ours!r} needs "
-                    f"{tf_want} in TF's layout (does {cfg_source} describe this checkpoint?)"
-                )
-            parts.append(_to_ours(arr, t, tf_want))
-            del arr
-        tensor = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-        del parts
-        if tuple(tensor.shape) != want:
-            raise ConversionError(
-                f"{where}: {' + '.join(rule.theirs)} give shape {tuple(tensor.shape)}, but {rule.ours!r} needs {want}"
-            )
-        state[rule.ours] = tensor
+            else:
+                _read_part(ckpt, tf_names[t], t.endswith("/kernel"), part, verify, hint)
+        state[rule.ours] = torch.from_numpy(dest)
         used.update(rule.theirs)
     if layout == "brightmart":
         proj = ("" if bare else keymap.OUR_BACKBONE_PREFIX) + "embeddings.project."
@@ -470,18 +493,24 @@ def _load(
     return model, report
 
 
-def _brightmart_words(
-    ckpt: TFCheckpoint, tf_names: dict[str, str], words: np.ndarray, verify: bool
-) -> np.ndarray:
-    """brightmart's factorized lookup ``gather(W, ids) @ P`` as one (V, H) table ``W @ P``."""
+def _brightmart_words(ckpt: TFCheckpoint, tf_names: dict[str, str], out: np.ndarray, verify: bool) -> None:
+    """brightmart's factorized lookup ``gather(W, ids) @ P`` as one (V, H) table ``W @ P``, into ``out``."""
     if BRIGHTMART_PROJECTION not in tf_names:
         raise ConversionError(f"{ckpt.prefix}: brightmart layout without {BRIGHTMART_PROJECTION}")
-    proj = ckpt.read(tf_names[BRIGHTMART_PROJECTION], verify=verify)
-    if words.ndim != 2 or proj.ndim != 2 or words.shape[1] != proj.shape[0]:
+    words = ckpt.read(tf_names["bert/embeddings/word_embeddings"], verify=verify)
+    proj = ckpt.read(tf_names[BRIGHTMART_PROJECTION], verify=verify).astype(np.float64)
+    if (
+        words.ndim != 2
+        or proj.ndim != 2
+        or (words.shape[0], proj.shape[1]) != out.shape
+        or words.shape[1] != proj.shape[0]
+    ):
         raise ConversionError(
-            f"{ckpt.prefix}: word_embeddings {words.shape} and {BRIGHTMART_PROJECTION} {proj.shape} do not multiply"
+            f"{ckpt.prefix}: word_embeddings {words.shape} times {BRIGHTMART_PROJECTION} {proj.shape} is not the "
+            f"{out.shape} word table of the config"
         )
-    return (words.astype(np.float64) @ proj.astype(np.float64)).astype(np.float32)
+    for i in range(0, words.shape[0], 4096):  # in row blocks: no (V, H) float64 temporary
+        out[i : i + 4096] = words[i : i + 4096].astype(np.float64) @ proj
 
 
 def convert_tf_checkpoint(

@@ -128,9 +128,9 @@ def _crc_lanes(state: int, block: np.ndarray) -> int:
     reg[0] = state
     x = np.empty(n_lanes, dtype=np.uint32)
     lo = np.empty(n_lanes, dtype=np.uint32)
-    step = 1024  # bytes per lane transposed at a time: (step/4, N) uint32 stays in cache
+    step = max(4, ((4 << 20) // n_lanes) & ~3)  # bytes per lane transposed at a time: a 4 MiB temporary
     for j in range(0, length, step):
-        words = np.ascontiguousarray(block[:, j : j + step]).view("<u4").T.copy()  # (step/4, N)
+        words = np.ascontiguousarray(block[:, j : j + step].view("<u4").T)  # (step/4, N)
         for row in words:
             np.bitwise_xor(reg, row, out=x)
             np.bitwise_and(x, 0xFFFF, out=lo)
@@ -408,6 +408,9 @@ def _read_table(path: Path) -> Iterator[tuple[bytes, bytes]]:
 
 
 # ============================================================================================== reading
+_CHUNK_BYTES = 4 << 20  # streaming reads (transposed / converted) go through a buffer of about this size
+
+
 def _data_path(prefix: Path, shard: int, num_shards: int) -> Path:
     return Path(f"{prefix}.data-{shard:05d}-of-{num_shards:05d}")
 
@@ -533,7 +536,7 @@ class TFCheckpoint:
             self._files[shard] = f
         return f
 
-    def _read_bytes(self, entry: TensorEntry) -> np.ndarray:
+    def _check_location(self, entry: TensorEntry) -> None:
         if entry.num_slices:
             raise CheckpointFormatError(
                 f"{self.index_path}: tensor {entry.name!r} is a partitioned variable ({entry.num_slices} slices); "
@@ -544,24 +547,24 @@ class TFCheckpoint:
                 f"{self.index_path}: tensor {entry.name!r} is in shard {entry.shard}, but the checkpoint has "
                 f"{self.num_shards}"
             )
+
+    def _readinto(self, entry: TensorEntry, start: int, buf: np.ndarray) -> None:
+        """Fill the uint8 array ``buf`` with the tensor's bytes from ``start`` on (relative to the tensor)."""
         f = self._file(entry.shard)
-        buf = np.empty(entry.size, dtype=np.uint8)
-        f.seek(entry.offset)
-        view, got = memoryview(buf.data), 0
-        while got < entry.size:  # one read() returns at most ~2 GiB
+        f.seek(entry.offset + start)
+        view, got = memoryview(buf.data).cast("B"), 0
+        while got < buf.size:  # one read() returns at most ~2 GiB
             n = f.readinto(view[got:])  # type: ignore[attr-defined]
             if not n:
                 break
             got += n
-        if got != entry.size:
-            path = self.shard_path(entry.shard)
+        if got != buf.size:
             file_size = os.fstat(f.fileno()).st_size
             raise ChecksumError(
-                f"{path}: tensor {entry.name!r} needs bytes [{entry.offset}, {entry.offset + entry.size}) "
-                f"but the file has {file_size} bytes: truncated (stored crc32c {entry.crc32c:#010x} cannot "
-                "be verified)"
+                f"{self.shard_path(entry.shard)}: tensor {entry.name!r} needs bytes [{entry.offset}, "
+                f"{entry.offset + entry.size}) but the file has {file_size} bytes: truncated (stored crc32c "
+                f"{entry.crc32c:#010x} cannot be verified)"
             )
-        return buf
 
     def _verify(self, entry: TensorEntry, actual: int) -> None:
         if actual != entry.crc32c:
@@ -570,39 +573,90 @@ class TFCheckpoint:
                 f"{entry.offset}) is corrupt: crc32c stored {entry.crc32c:#010x}, computed {actual:#010x}"
             )
 
-    def read(self, name: str, *, verify: bool = True) -> np.ndarray:
+    def stored_dtype(self, name: str) -> np.dtype:
+        """The numpy dtype of the tensor's bytes in the file (byte order included; bfloat16 as ``<u2``)."""
+        entry = self.entries[name]
+        tf_enum = next((k for k, v in _DTYPES.items() if v[0] == entry.dtype), None)
+        if tf_enum is None or _DTYPES[tf_enum][1] is None:
+            raise CheckpointFormatError(
+                f"{self.index_path}: tensor {name!r} has unsupported dtype {entry.dtype}"
+            )
+        dtype = np.dtype(_DTYPES[tf_enum][1])  # type: ignore[arg-type]
+        return dtype.newbyteorder(">") if self.big_endian and dtype.itemsize > 1 else dtype
+
+    def read(
+        self, name: str, *, verify: bool = True, out: np.ndarray | None = None, transpose: bool = False
+    ) -> np.ndarray:
         """The tensor ``name`` as a numpy array in native byte order (bfloat16 widened exactly to float32,
-        strings as an object array of ``bytes``). Raises `ChecksumError` when its bytes do not match the
-        stored CRC32C (``verify=False`` skips the check) or the shard is too short."""
+        strings as an object array of ``bytes``).
+
+        Args:
+            verify: check the stored CRC32C (raises `ChecksumError`, as for a truncated shard).
+            out: a C-contiguous array to fill (its dtype may differ: values are converted) instead of a new
+                one; with ``transpose`` its shape is the transposed one.
+            transpose: return a 2-D tensor transposed (contiguous), e.g. a TF kernel (in, out) as
+                nn.Linear's (out, in). The bytes are streamed through a 4 MiB buffer into the result, so
+                reading holds one copy of the tensor, whatever its layout and byte order.
+        """
         try:
             entry = self.entries[name]
         except KeyError:
             raise KeyError(f"{self.index_path}: no tensor {name!r}") from None
         if entry.dtype == "string":
+            if out is not None or transpose:
+                raise ValueError(f"tensor {name!r}: out= and transpose= do not apply to strings")
             return self._read_strings(entry, verify)
-        tf_enum = next((k for k, v in _DTYPES.items() if v[0] == entry.dtype), None)
-        if tf_enum is None:
-            raise CheckpointFormatError(
-                f"{self.index_path}: tensor {name!r} has unsupported dtype {entry.dtype}"
-            )
-        np_dtype = np.dtype(_DTYPES[tf_enum][1])  # type: ignore[arg-type]
-        if entry.size != entry.numel * np_dtype.itemsize:
+        stored = self.stored_dtype(name)
+        if entry.size != entry.numel * stored.itemsize:
             raise CheckpointFormatError(
                 f"{self.index_path}: tensor {name!r}: {entry.size} bytes do not hold {entry.dtype} {entry.shape}"
             )
-        raw = self._read_bytes(entry)
+        self._check_location(entry)
+        if transpose and len(entry.shape) != 2:
+            raise ValueError(f"tensor {name!r} of shape {entry.shape}: transpose needs a 2-D tensor")
+        shape = entry.shape[::-1] if transpose else entry.shape
+        native = np.dtype(np.float32) if entry.dtype == "bfloat16" else stored.newbyteorder("=")
+        if out is None:
+            out = np.empty(shape, dtype=native)
+        elif out.shape != shape or not out.flags.c_contiguous:
+            raise ValueError(f"tensor {name!r}: out= must be C-contiguous of shape {shape}, got {out.shape}")
+
+        if not transpose and out.dtype == stored and stored.isnative:
+            raw = out.reshape(-1).view(np.uint8)  # straight from the file into the result
+            self._readinto(entry, 0, raw)
+            if verify:
+                self._verify(entry, crc32c(raw))
+            return out
+
+        # Stream: 4 MiB of whole rows (or elements) at a time, converted into place.
+        rows, cols = (entry.shape[0], entry.shape[1]) if transpose else (entry.numel, 1)
+        row_bytes = cols * stored.itemsize
+        per_chunk = max(1, _CHUNK_BYTES // max(row_bytes, 1))
+        buf = np.empty(min(rows, per_chunk) * row_bytes, dtype=np.uint8)
+        flat = out.reshape(-1)
+        crc = 0
+        for r0 in range(0, rows, per_chunk):
+            n = min(per_chunk, rows - r0)
+            chunk = buf[: n * row_bytes]
+            self._readinto(entry, r0 * row_bytes, chunk)
+            if verify:
+                crc = crc32c(chunk, crc)
+            values = chunk.view(stored)
+            if entry.dtype == "bfloat16":
+                values = (values.astype(np.uint32) << 16).view(np.float32)
+            if transpose:
+                out[:, r0 : r0 + n] = values.reshape(n, cols).T
+            else:
+                flat[r0 : r0 + n] = values
         if verify:
-            self._verify(entry, crc32c(raw))
-        arr = raw.view(np_dtype.newbyteorder(">" if self.big_endian else "<"))
-        if self.big_endian and np_dtype.itemsize > 1:
-            arr = arr.byteswap(inplace=True).view(np_dtype.newbyteorder("="))
-        arr = arr.reshape(entry.shape)
-        if entry.dtype == "bfloat16":
-            arr = (arr.astype(np.uint32) << 16).view(np.float32)
-        return arr
+            self._verify(entry, crc)
+        return out
 
     def _read_strings(self, entry: TensorEntry, verify: bool) -> np.ndarray:
-        raw = self._read_bytes(entry).tobytes()
+        self._check_location(entry)
+        buf = np.empty(entry.size, dtype=np.uint8)
+        self._readinto(entry, 0, buf)
+        raw = buf.tobytes()
         n = entry.numel
         out = np.empty(n, dtype=object)
         if entry.size == 0:
