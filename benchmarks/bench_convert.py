@@ -1,0 +1,233 @@
+#!/usr/bin/env python
+"""Converting an albert-base-sized TF1 checkpoint: time and peak memory, ours next to transformers'.
+
+    python benchmarks/bench_convert.py [--preset albert-base-v2] [--no-slots] [--tf-python /tmp/tfvenv/bin/python]
+
+1. Writes a checkpoint with the released variable names and shapes of ``--preset`` (random weights, plus
+   the ``adam_m``/``adam_v`` slots and ``global_step`` that the release checkpoints carry) into a
+   temporary directory, with `albert.convert.tf_checkpoint.write_checkpoint`.
+2. Each converter runs in its own fresh process, timed from after its imports to a written model
+   directory; memory is that process's peak RSS (``ru_maxrss``) minus its RSS after the imports:
+   * ours: ``albert.convert.tf.convert_tf_checkpoint`` (reads, verifies every CRC32C, maps, saves);
+   * reference (when ``--tf-python`` has TensorFlow, torch and transformers, e.g. the venv that
+     scripts/make_tf_fixture.py makes): transformers' ``load_tf_weights_in_albert`` into a freshly built
+     ``AlbertForPreTraining``, then ``save_pretrained``;
+   * the raw reader alone (every tensor read and checksummed), for its throughput.
+
+Peak memory is compared with one copy of the converted weights (float32 bytes of the model's parameters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+CHILD_PRELUDE = """
+import json, resource, sys, time
+def rss():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * __import__('os').sysconf('SC_PAGE_SIZE')
+def done(t0, base, **extra):
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps(dict(seconds=time.perf_counter() - t0, base=base, peak=peak, **extra)))
+"""
+
+OURS = """
+import logging
+import albert.convert.hf, albert.model, safetensors.torch  # noqa: imported before the clock, as the reference's
+from albert.convert.tf import convert_tf_checkpoint
+logging.disable(logging.WARNING)
+prefix, config, out = sys.argv[1:4]
+base = rss(); t0 = time.perf_counter()
+convert_tf_checkpoint(prefix, out, config=config)
+done(t0, base)
+"""
+
+READER = """
+from albert.convert.tf_checkpoint import TFCheckpoint
+prefix = sys.argv[1]
+base = rss(); t0 = time.perf_counter()
+total = 0
+with TFCheckpoint(prefix) as ckpt:
+    for name in ckpt:
+        total += ckpt.read(name).nbytes
+done(t0, base, bytes=total)
+"""
+
+REFERENCE = """
+import contextlib, io, logging, os
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow  # noqa: F401
+import transformers
+from transformers.models.albert.modeling_albert import load_tf_weights_in_albert
+logging.disable(logging.WARNING)
+prefix, config, out = sys.argv[1:4]
+cfg = json.load(open(config))
+base = rss(); t0 = time.perf_counter()
+hf_cfg = transformers.AlbertConfig(**{k: v for k, v in cfg.items() if k != "hidden_act"}, hidden_act="gelu_new")
+model = transformers.AlbertForPreTraining(hf_cfg)
+with contextlib.redirect_stdout(io.StringIO()):
+    load_tf_weights_in_albert(model, hf_cfg, prefix)
+model.save_pretrained(out)
+done(t0, base)
+"""
+
+
+def albert_variables(cfg: dict, slots: bool, seed: int = 0) -> dict[str, np.ndarray]:
+    """Released variable names (google-research/albert modeling.py, run_pretraining.py) and shapes."""
+    rng = np.random.default_rng(seed)
+    V, E, H, F = cfg["vocab_size"], cfg["embedding_size"], cfg["hidden_size"], cfg["intermediate_size"]
+    shapes: dict[str, tuple[int, ...]] = {
+        "bert/embeddings/word_embeddings": (V, E),
+        "bert/embeddings/position_embeddings": (cfg["max_position_embeddings"], E),
+        "bert/embeddings/token_type_embeddings": (cfg["type_vocab_size"], E),
+        "bert/embeddings/LayerNorm/gamma": (E,),
+        "bert/embeddings/LayerNorm/beta": (E,),
+        "bert/encoder/embedding_hidden_mapping_in/kernel": (E, H),
+        "bert/encoder/embedding_hidden_mapping_in/bias": (H,),
+        "bert/pooler/dense/kernel": (H, H),
+        "bert/pooler/dense/bias": (H,),
+        "cls/predictions/transform/dense/kernel": (H, E),
+        "cls/predictions/transform/dense/bias": (E,),
+        "cls/predictions/transform/LayerNorm/gamma": (E,),
+        "cls/predictions/transform/LayerNorm/beta": (E,),
+        "cls/predictions/output_bias": (V,),
+        "cls/seq_relationship/output_weights": (2, H),
+        "cls/seq_relationship/output_bias": (2,),
+    }
+    for g in range(cfg["num_hidden_groups"]):
+        for i in range(cfg["inner_group_num"]):
+            s = f"bert/encoder/transformer/group_{g}/inner_group_{i}/"
+            for n in ("query", "key", "value"):
+                shapes[s + f"attention_1/self/{n}/kernel"] = (H, H)
+                shapes[s + f"attention_1/self/{n}/bias"] = (H,)
+            shapes[s + "attention_1/output/dense/kernel"] = (H, H)
+            shapes[s + "attention_1/output/dense/bias"] = (H,)
+            shapes[s + "ffn_1/intermediate/dense/kernel"] = (H, F)
+            shapes[s + "ffn_1/intermediate/dense/bias"] = (F,)
+            shapes[s + "ffn_1/intermediate/output/dense/kernel"] = (F, H)
+            shapes[s + "ffn_1/intermediate/output/dense/bias"] = (H,)
+            for ln in ("LayerNorm", "LayerNorm_1"):
+                shapes[s + ln + "/gamma"] = (H,)
+                shapes[s + ln + "/beta"] = (H,)
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes.items():
+        out[name] = rng.standard_normal(shape, dtype=np.float32) * 0.02
+        if slots:
+            out[name + "/adam_m"] = rng.standard_normal(shape, dtype=np.float32) * 1e-3
+            out[name + "/adam_v"] = np.abs(rng.standard_normal(shape, dtype=np.float32)) * 1e-6
+    out["global_step"] = np.array(125000, dtype=np.int64)
+    return out
+
+
+def run_child(python: str, code: str, *args: str) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent / "src"))
+    proc = subprocess.run(
+        [python, "-c", CHILD_PRELUDE + code, *args], capture_output=True, text=True, env=env, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"child failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--preset", default="albert-base-v2")
+    parser.add_argument("--no-slots", action="store_true", help="no adam_m/adam_v slots in the checkpoint")
+    parser.add_argument(
+        "--tf-python", default="/tmp/tfvenv/bin/python", help="python with TensorFlow (reference)"
+    )
+    parser.add_argument("--workdir", default=None, help="where to write the checkpoint (default: a temp dir)")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per converter (best time, max memory)")
+    args = parser.parse_args()
+
+    from albert.config import AlbertConfig
+    from albert.convert.tf_checkpoint import write_checkpoint
+
+    config = AlbertConfig.from_preset(args.preset)
+    cfg = {
+        k: getattr(config, k)
+        for k in (
+            "vocab_size",
+            "embedding_size",
+            "hidden_size",
+            "num_hidden_layers",
+            "num_hidden_groups",
+            "inner_group_num",
+            "num_attention_heads",
+            "intermediate_size",
+            "max_position_embeddings",
+            "type_vocab_size",
+            "hidden_dropout_prob",
+            "attention_probs_dropout_prob",
+            "initializer_range",
+        )
+    }
+    cfg["hidden_act"] = "gelu"  # the released configs' name for the tanh approximation
+
+    with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
+        work = Path(tmp)
+        variables = albert_variables(cfg, slots=not args.no_slots)
+        weights = sum(v.nbytes for k, v in variables.items() if "adam_" not in k and k != "global_step")
+        prefix = write_checkpoint(work / "albert" / "model.ckpt-best", variables, block_size=262144)
+        del variables
+        (work / "albert" / "albert_config.json").write_text(json.dumps(cfg))
+        file_bytes = sum(p.stat().st_size for p in (work / "albert").glob("model.ckpt-best.*"))
+        config_path = str(work / "albert" / "albert_config.json")
+
+        def best(python: str, code: str, *a: str) -> dict:
+            runs = [run_child(python, code, *a) for _ in range(args.repeat)]
+            return {
+                "seconds": min(r["seconds"] for r in runs),
+                "extra": max(r["peak"] - r["base"] for r in runs),
+                "peak": max(r["peak"] for r in runs),
+            }
+
+        reader = best(sys.executable, READER, str(prefix))
+        ours = best(sys.executable, OURS, str(prefix), config_path, str(work / "ours"))
+        ref = None
+        if args.tf_python and Path(args.tf_python).exists():
+            try:
+                ref = best(args.tf_python, REFERENCE, str(prefix), config_path, str(work / "ref"))
+            except RuntimeError as e:
+                print(f"reference skipped: {e}", file=sys.stderr)
+
+    mb = 1e6
+    print(
+        f"{args.preset}: {weights / 4 / 1e6:.1f}M parameters = {weights / mb:.1f} MB float32 weights; "
+        f"checkpoint {file_bytes / mb:.1f} MB ({'with' if not args.no_slots else 'without'} Adam slots)"
+    )
+    print(
+        f"reader alone: {reader['seconds']:.2f} s for {file_bytes / mb:.0f} MB "
+        f"({file_bytes / mb / reader['seconds']:.0f} MB/s, every CRC32C verified)"
+    )
+    header = f"{'':34}{'ours':>12}"
+    if ref:
+        header += f"{'transformers+TF':>18}{'ratio':>9}"
+    print(header)
+
+    def row(label: str, key: str, scale: float, fmt: str) -> None:
+        line = f"{label:34}{format(ours[key] / scale, fmt):>12}"
+        if ref:
+            line += f"{format(ref[key] / scale, fmt):>18}{ref[key] / ours[key]:>8.1f}x"
+        print(line)
+
+    row("conversion time (s)", "seconds", 1, ".2f")
+    row("peak RSS over post-import (MB)", "extra", mb, ".0f")
+    row("  ... in copies of the weights", "extra", weights, ".2f")
+    row("peak RSS total (MB)", "peak", mb, ".0f")
+    if not ref:
+        print(f"(no reference: {args.tf_python} missing; make it with scripts/make_tf_fixture.py)")
+
+
+if __name__ == "__main__":
+    main()
