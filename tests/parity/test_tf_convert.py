@@ -190,7 +190,10 @@ def test_config_that_does_not_fit(tmp_path: Path) -> None:
         .read_text()
         .replace('"hidden_size": 16', '"hidden_size": 32')
     )
-    with pytest.raises(ConversionError, match=r"embedding_hidden_mapping_in/kernel' is float32 \(8, 16\), but it must be .*\(8, 32\)"):
+    with pytest.raises(
+        ConversionError,
+        match=r"embedding_hidden_mapping_in/kernel' is float32 \(8, 16\), but it must be .*\(8, 32\)",
+    ):
         load_tf_checkpoint(FIXTURES / "google", config=cfg)
     one_group = tmp_path / "one_group.json"
     one_group.write_text(
