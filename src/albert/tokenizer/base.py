@@ -271,8 +271,8 @@ class Tokenizer(abc.ABC):
             b_texts = [as_text(t, f"text_pairs[{i}]") for i, t in enumerate(text_pairs)]
         workers = default_num_workers() if num_workers is None else max(1, int(num_workers))
 
-        encoded = self._parallel_batches(a_texts, b_texts, return_offsets, workers)
         with _gc_paused():
+            encoded = self._parallel_batches(a_texts, b_texts, return_offsets, workers)
             out = [
                 self._build(enc_a, enc_b, max_length, truncation, padding, return_offsets, i)
                 for i, (enc_a, enc_b) in enumerate(encoded)

@@ -217,6 +217,7 @@ class WordPieceTokenizer(Tokenizer):
         self.sep_id = vocab[names["sep_token"]]
         self.mask_id = vocab[names["mask_token"]]
         self._word_cache: dict[str, tuple[list[int], list[tuple[int, int]]]] = {}
+        self._single_char_words: dict[str, tuple[str, ...]] = {}
 
     # ---------------------------------------------------------------------------------------------
     # construction, files
@@ -343,62 +344,75 @@ class WordPieceTokenizer(Tokenizer):
                     idx.extend((i, i, i))
             cleaned = "".join(buf)
         out: list[tuple[str, list[int], list[int]]] = []
+        single = self._single_char_words
         for m in _WORD.finditer(cleaned):
             s, e = m.span()
             word = m.group()
-            if idx is None:
-                starts = list(range(s, e))
-            else:
-                starts = idx[s:e]
-            ends = [x + 1 for x in starts]
-            # 3. lower-casing and accent stripping
-            if self.do_lower_case:
-                lowered = word.lower()
-                if len(lowered) != len(word):
-                    starts = [x for c, x in zip(word, starts) for _ in range(len(c.lower()))]
-                    ends = [x + 1 for x in starts]
-                word = lowered
-            if self._strip and not word.isascii():
-                chars: list[str] = []
-                ns: list[int] = []
-                ne: list[int] = []
-                for c, a, b in zip(word, starts, ends):
-                    d = _strip_accents_char(c) if not c.isascii() else c
-                    if d:
-                        chars.append(d)
-                        ns.extend([a] * len(d))
-                        ne.extend([b] * len(d))
-                    elif ne:  # a dropped accent widens the span of the character before it
-                        tail = ne[-1]
-                        k = len(ne) - 1
-                        while k >= 0 and ne[k] == tail:
-                            ne[k] = b
-                            k -= 1
-                stripped = "".join(chars)
-                if stripped != _strip_accents(word):  # reordered combining marks: whole-word spans
-                    stripped = _strip_accents(word)
-                    ns = [starts[0]] * len(stripped)
-                    ne = [ends[-1]] * len(stripped)
-                word, starts, ends = stripped, ns, ne
-            # 4. punctuation split (and whitespace that lower-casing/NFD may have produced)
-            if word.isascii() and word.isalnum():
-                out.append((word, starts, ends))
+            i = s if idx is None else idx[s]
+            if e - s == 1:  # one character (every CJK ideograph): its words come from a cache
+                words = single.get(word)
+                if words is None:
+                    words = tuple(w for w, _, _ in self._process_word(word, [0], [1]))
+                    single[word] = words
+                for w in words:
+                    out.append((w, [i] * len(w), [i + 1] * len(w)))
                 continue
-            if word.isascii():
-                for pm in _ASCII_WORD.finditer(word):
-                    a, b = pm.span()
-                    out.append((pm.group(), starts[a:b], ends[a:b]))
-                continue
-            cur = 0
-            for j, c in enumerate(word):
-                if c.isspace() or _is_punctuation(c):
-                    if cur < j:
-                        out.append((word[cur:j], starts[cur:j], ends[cur:j]))
-                    if not c.isspace():
-                        out.append((c, starts[j : j + 1], ends[j : j + 1]))
-                    cur = j + 1
-            if cur < len(word):
-                out.append((word[cur:], starts[cur:], ends[cur:]))
+            starts = list(range(s, e)) if idx is None else idx[s:e]
+            out.extend(self._process_word(word, starts, [x + 1 for x in starts]))
+        return out
+
+    def _process_word(
+        self, word: str, starts: list[int], ends: list[int]
+    ) -> list[tuple[str, list[int], list[int]]]:
+        """Steps 3-4 for one whitespace-delimited word."""
+        # 3. lower-casing (of the whole word: final sigma) and accent stripping
+        if self.do_lower_case:
+            lowered = word.lower()
+            if len(lowered) != len(word):  # only U+0130 "İ" lower-cases to two characters
+                starts = [x for c, x in zip(word, starts) for _ in range(len(c.lower()))]
+                ends = [x + 1 for x in starts]
+            word = lowered
+        if self._strip and not word.isascii():
+            chars: list[str] = []
+            ns: list[int] = []
+            ne: list[int] = []
+            for c, a, b in zip(word, starts, ends):
+                d = _strip_accents_char(c) if not c.isascii() else c
+                if d:
+                    chars.append(d)
+                    ns.extend([a] * len(d))
+                    ne.extend([b] * len(d))
+                elif ne:  # a dropped accent widens the span of the character before it
+                    tail = ne[-1]
+                    k = len(ne) - 1
+                    while k >= 0 and ne[k] == tail:
+                        ne[k] = b
+                        k -= 1
+            stripped = "".join(chars)
+            if stripped != _strip_accents(word):  # reordered combining marks: whole-word spans
+                stripped = _strip_accents(word)
+                ns = [starts[0]] * len(stripped)
+                ne = [ends[-1]] * len(stripped)
+            word, starts, ends = stripped, ns, ne
+        # 4. punctuation split (and whitespace that lower-casing/NFD may have produced)
+        if word.isascii():
+            if word.isalnum():
+                return [(word, starts, ends)]
+            return [
+                (pm.group(), starts[pm.start() : pm.end()], ends[pm.start() : pm.end()])
+                for pm in _ASCII_WORD.finditer(word)
+            ]
+        out: list[tuple[str, list[int], list[int]]] = []
+        cur = 0
+        for j, c in enumerate(word):
+            if c.isspace() or _is_punctuation(c):
+                if cur < j:
+                    out.append((word[cur:j], starts[cur:j], ends[cur:j]))
+                if not c.isspace():
+                    out.append((c, starts[j : j + 1], ends[j : j + 1]))
+                cur = j + 1
+        if cur < len(word):
+            out.append((word[cur:], starts[cur:], ends[cur:]))
         return out
 
     def basic_tokenize(self, text: str | bytes) -> list[str]:
