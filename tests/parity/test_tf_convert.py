@@ -100,6 +100,26 @@ def test_tfhub_module_layout(tmp_path: Path) -> None:
     _assert_state_equals_hf(tmp_path / "out", "AlbertForPreTraining", src / "hf.npz")
 
 
+def test_albert_zh_google_layout_with_wordpiece(tmp_path: Path) -> None:
+    """albert_zh's "google" releases: Google's variable names, albert_model.ckpt, a WordPiece vocab.txt."""
+    src = FIXTURES / "google"
+    zh = tmp_path / "albert_tiny_google_zh"
+    zh.mkdir()
+    for f in src.glob("model.ckpt-best.*"):
+        shutil.copy(f, zh / f.name.replace("model.ckpt-best", "albert_model.ckpt"))
+    shutil.copy(src / "albert_config.json", zh)
+    chars = [chr(0x4E00 + i) for i in range(95)]
+    (zh / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars]) + "\n", encoding="utf-8"
+    )
+    report = convert_tf_checkpoint(zh, tmp_path / "out")
+    assert report.layout == "google" and report.prefix.name == "albert_model.ckpt"
+    assert (tmp_path / "out" / "vocab.txt").is_file() and not (tmp_path / "out" / "spiece.model").exists()
+    tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")
+    assert tok.convert_tokens_to_ids(["[CLS]", chr(0x4E00)]) == [2, 5]
+    _assert_state_equals_hf(tmp_path / "out", "AlbertForPreTraining", src / "hf.npz")
+
+
 # ----------------------------------------------------------------- fine-tuned classifier (TF-Hub, sharded)
 def test_finetuned_classifier(tmp_path: Path) -> None:
     src = FIXTURES / "classifier"
