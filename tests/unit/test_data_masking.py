@@ -14,6 +14,7 @@ from albert.data.masking import (
     REPLACE_MASK,
     REPLACE_RANDOM,
     MaskingConfig,
+    MaskRng,
     apply_masks,
     create_masked_lm_predictions,
     is_start_piece_sp,
@@ -47,7 +48,7 @@ def reference_masking(ids, is_start, cfg, rng):
     ngram_indexes = []
     for idx in range(len(cand_indexes)):
         ngram_indexes.append([cand_indexes[idx : idx + n] for n in ngrams])
-    rng.shuffle(ngram_indexes)
+    ngram_indexes = [ngram_indexes[i] for i in rng.permutation(len(ngram_indexes))]  # original: rng.shuffle
     masked = []
     covered = set()
     for cand_index_set in ngram_indexes:
@@ -115,9 +116,9 @@ def test_matches_the_original_structure(cfg: MaskingConfig) -> None:
             special_ids=(CLS, SEP),
             mask_id=MASK,
             vocab_size=V,
-            rng=random.Random(trial),
+            rng=MaskRng.from_key(trial),
         )
-        out, positions, labels = reference_masking(ids.tolist(), is_start, cfg, random.Random(trial))
+        out, positions, labels = reference_masking(ids.tolist(), is_start, cfg, MaskRng.from_key(trial))
         inputs, mlm_labels = apply_masks(ids, ours)
         assert ours.positions.tolist() == positions
         assert inputs.tolist() == out
@@ -165,7 +166,7 @@ def test_whole_words_and_specials() -> None:
     for seed in range(50):
         m = create_masked_lm_predictions(
             np.array(ids), np.array(starts), cfg=cfg, special_ids=(CLS, SEP), mask_id=MASK, vocab_size=V,
-            rng=random.Random(seed),
+            rng=MaskRng.from_key(seed),
         )  # fmt: skip
         pos = set(m.positions.tolist())
         assert not pos & {0, 5, 8}  # specials never masked
@@ -184,7 +185,7 @@ def test_sequence_shorter_than_the_budget() -> None:
         special_ids=(CLS, SEP),
         mask_id=MASK,
         vocab_size=V,
-        rng=random.Random(1),
+        rng=MaskRng.from_key(1),
     )
     assert m.budget == 5
     assert m.positions.tolist() == [1, 3]
@@ -197,7 +198,13 @@ def test_a_word_larger_than_the_remaining_budget_is_skipped() -> None:
     cfg = MaskingConfig(masked_lm_prob=0.25, max_predictions_per_seq=2)
     for seed in range(20):
         m = create_masked_lm_predictions(
-            ids, starts, cfg=cfg, special_ids=(CLS, SEP), mask_id=MASK, vocab_size=V, rng=random.Random(seed)
+            ids,
+            starts,
+            cfg=cfg,
+            special_ids=(CLS, SEP),
+            mask_id=MASK,
+            vocab_size=V,
+            rng=MaskRng.from_key(seed),
         )
         assert m.positions.tolist() == [6]
 
@@ -210,7 +217,13 @@ def test_budget_filled_and_replacement_split() -> None:
         ids, _ = random_sequence(gen, 60, 60)
         starts = np.ones(len(ids), bool)
         m = create_masked_lm_predictions(
-            ids, starts, cfg=cfg, special_ids=(CLS, SEP), mask_id=MASK, vocab_size=V, rng=random.Random(seed)
+            ids,
+            starts,
+            cfg=cfg,
+            special_ids=(CLS, SEP),
+            mask_id=MASK,
+            vocab_size=V,
+            rng=MaskRng.from_key(seed),
         )
         assert len(m.positions) == m.budget == 18  # round(0.15 * 123); single-piece words always fill it
         assert len(set(m.positions.tolist())) == len(m.positions)
@@ -237,7 +250,7 @@ def test_ngram_probabilities() -> None:
     for seed in range(3000):
         m = create_masked_lm_predictions(
             ids, np.ones(len(ids), bool), cfg=cfg, special_ids=(CLS, SEP), mask_id=MASK, vocab_size=V,
-            rng=random.Random(seed),
+            rng=MaskRng.from_key(seed),
         )  # fmt: skip
         ns = (m.info[(m.info & INFO_SPAN_START) != 0] & 0x0F).tolist()
         assert sum(ns) == 3
@@ -249,9 +262,9 @@ def test_ngram_probabilities() -> None:
 def test_reproducible_and_seed_dependent() -> None:
     ids, starts = random_sequence(random.Random(3), 100, 100)
     kw = dict(cfg=MaskingConfig(), special_ids=(CLS, SEP), mask_id=MASK, vocab_size=V)
-    a = create_masked_lm_predictions(ids, starts, rng=random.Random(7), **kw)
-    b = create_masked_lm_predictions(ids, starts, rng=random.Random(7), **kw)
-    c = create_masked_lm_predictions(ids, starts, rng=random.Random(8), **kw)
+    a = create_masked_lm_predictions(ids, starts, rng=MaskRng.from_key(7), **kw)
+    b = create_masked_lm_predictions(ids, starts, rng=MaskRng.from_key(7), **kw)
+    c = create_masked_lm_predictions(ids, starts, rng=MaskRng.from_key(8), **kw)
     assert a.positions.tolist() == b.positions.tolist() and a.input_ids.tolist() == b.input_ids.tolist()
     assert a.positions.tolist() != c.positions.tolist()
 

@@ -42,11 +42,10 @@ from albert.data.instances import (
     FLAG_LABEL,
     STREAM_DYNAMIC_MASKS,
     STREAM_SHUFFLE,
-    derive_rng,
     instance_token_ids,
     instance_word_starts,
 )
-from albert.data.masking import MaskedPositions, MaskingConfig, create_masked_lm_predictions
+from albert.data.masking import MaskedPositions, MaskingConfig, MaskRng, create_masked_lm_predictions
 from albert.data.pipeline import start_table_from_info
 from albert.data.shards import ShardReader, load_manifest, verify_shards
 
@@ -259,7 +258,7 @@ class PretrainingDataset(IterableDataset):
             m: MaskedPositions = create_masked_lm_predictions(
                 ids, is_start, cfg=self.masking_config, special_ids=(self.cls_id, self.sep_id),
                 mask_id=self.mask_id, vocab_size=self.vocab_size,
-                rng=derive_rng(self.seed, STREAM_DYNAMIC_MASKS, key_epoch, shard, index), cdf=self._cdf,
+                rng=MaskRng.from_key(self.seed, STREAM_DYNAMIC_MASKS, key_epoch, shard, index), cdf=self._cdf,
             )  # fmt: skip
             pos, inputs_at = m.positions, m.input_ids
         n, T = len(ids), self.max_seq_length

@@ -17,9 +17,10 @@ The rule, step by step (``create_masked_lm_predictions`` in the original):
 4. Each chosen token, independently: 80% ``[MASK]``, else 50/50 keep or a uniformly random vocabulary id.
 
 Deviations, both fixes: the original draws n with the *unseeded global* ``np.random.choice`` while everything
-else uses a seeded ``random.Random``, so its output cannot be reproduced; we draw n from the same seeded
-``random.Random`` (one per document/epoch, see :mod:`albert.data.instances`). ``do_permutation`` (off by
-default in the original and unused by the paper) is not implemented.
+else uses one seeded ``random.Random`` for the whole corpus, so its output cannot be reproduced; all our
+draws come from one :class:`MaskRng` seeded per (seed, document, dupe) for static masks and per (seed,
+epoch, shard, instance) for dynamic ones. ``do_permutation`` (off by default in the original and unused by
+the paper) is not implemented.
 
 Besides the positions, each chosen token carries one ``info`` byte (stored in static shards, read by
 ``albert data stats``): bits 0-3 the span's n in words, bits 4-5 the replacement (0 ``[MASK]``, 1 kept,
@@ -28,7 +29,6 @@ Besides the positions, each chosen token carries one ``info`` byte (stored in st
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -118,23 +118,68 @@ def masking_budget(length: int, cfg: MaskingConfig) -> int:
     return min(cfg.max_predictions_per_seq, max(1, int(round(length * cfg.masked_lm_prob))))
 
 
+class MaskRng:
+    """The uniform draws of the masking step, from a seeded ``numpy.random.Generator``.
+
+    Scalar Generator calls cost about a microsecond each, so uniforms are drawn in blocks; the sequence of
+    values is still a pure function of the seed. ``randint`` maps a uniform to ``lo + floor(u * (hi - lo + 1))``.
+    """
+
+    __slots__ = ("_buf", "_gen", "_i")
+
+    def __init__(self, gen: np.random.Generator) -> None:
+        self._gen = gen
+        self._buf: list[float] = []
+        self._i = 0
+
+    @classmethod
+    def from_key(cls, *key: int) -> MaskRng:
+        """Seeded from a tuple of non-negative ints (``numpy.random.SeedSequence``), the same everywhere."""
+        return cls(np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in key]))))
+
+    def random(self) -> float:
+        if self._i >= len(self._buf):
+            self._buf = self._gen.random(256).tolist()
+            self._i = 0
+        u = self._buf[self._i]
+        self._i += 1
+        return u
+
+    def randint(self, lo: int, hi: int) -> int:
+        """Uniform integer in [lo, hi] (inclusive, as ``random.randint``)."""
+        return lo + int(self.random() * (hi - lo + 1))
+
+    def permutation(self, n: int) -> list[int]:
+        return self._gen.permutation(n).tolist()
+
+
+def _word_bounds(
+    ids: np.ndarray, is_start: np.ndarray, special_ids: Sequence[int], whole_word: bool
+) -> tuple[list[int], list[int]]:
+    """Candidate positions (specials removed) and word boundaries: word w = positions[b[w]:b[w + 1]]."""
+    ids = np.asarray(ids)
+    special = np.zeros(len(ids), dtype=bool)
+    for s in special_ids:
+        special |= ids == s
+    positions = np.flatnonzero(~special)
+    if whole_word and len(positions):
+        starts = np.asarray(is_start, dtype=bool)[positions]
+        starts[0] = True  # the first candidate always opens a word (original: `len(cand_indexes) >= 1`)
+        first = np.flatnonzero(starts)
+    else:
+        first = np.arange(len(positions))
+    return positions.tolist(), [*first.tolist(), len(positions)]
+
+
 def word_candidates(
     ids: Sequence[int] | np.ndarray,
     is_start: Sequence[bool] | np.ndarray,
     special_ids: Sequence[int],
     whole_word: bool,
 ) -> list[list[int]]:
-    """Group positions into candidate words (lists of positions), skipping special tokens."""
-    specials = set(int(s) for s in special_ids)
-    cand: list[list[int]] = []
-    for i, (tok, start) in enumerate(zip(ids, is_start)):
-        if int(tok) in specials:
-            continue
-        if whole_word and cand and not start:
-            cand[-1].append(i)
-        else:
-            cand.append([i])
-    return cand
+    """The original's ``cand_indexes``: candidate words as lists of positions, specials skipped."""
+    positions, bounds = _word_bounds(np.asarray(ids), np.asarray(is_start, bool), special_ids, whole_word)
+    return [positions[bounds[w] : bounds[w + 1]] for w in range(len(bounds) - 1)]
 
 
 def create_masked_lm_predictions(
@@ -145,7 +190,7 @@ def create_masked_lm_predictions(
     special_ids: Sequence[int],
     mask_id: int,
     vocab_size: int,
-    rng: random.Random,
+    rng: MaskRng,
     cdf: list[float] | None = None,
 ) -> MaskedPositions:
     """Choose the masked-LM positions for one sequence (``[CLS] A [SEP] B [SEP]``) as the original does.
@@ -158,34 +203,30 @@ def create_masked_lm_predictions(
         mask_id: the ``[MASK]`` id.
         vocab_size: random replacements are drawn uniformly from ``range(vocab_size)`` (the original draws
             from all vocabulary entries).
-        rng: the seeded generator; consumed in the original's order of draws.
+        rng: the seeded draws, consumed in the original's order.
         cdf: precomputed ``cfg.ngram_cdf()``.
 
     Returns:
         The positions, the ids the model sees there and the info bytes, sorted by position.
     """
-    length = len(ids)
-    budget = masking_budget(length, cfg)
+    budget = masking_budget(len(ids), cfg)
     empty = MaskedPositions(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint8), budget)
     if budget == 0:
         return empty
-    cand = word_candidates(ids, is_start, special_ids, cfg.whole_word)
-    n_words = len(cand)
+    positions, bounds = _word_bounds(ids, is_start, special_ids, cfg.whole_word)
+    n_words = len(bounds) - 1
     if n_words == 0:
         return empty
     cdf = cdf if cdf is not None else cfg.ngram_cdf()
     ngram = cfg.ngram
 
-    # original: ngram_indexes[idx][n-1] = cand_indexes[idx:idx+n]; rng.shuffle(ngram_indexes). We shuffle the
-    # start indexes and slice lazily: the same draws, without building every slice up front.
-    starts = list(range(n_words))
-    rng.shuffle(starts)
-
+    # original: ngram_indexes[idx][n-1] = cand_indexes[idx:idx+n], then rng.shuffle(ngram_indexes). We permute
+    # the start indexes and slice lazily: the same choice, without building every slice up front.
     covered = bytearray(n_words)  # per word: already part of a chosen span
     chosen: list[tuple[int, int, int]] = []  # (position, input id, info)
     n_chosen = 0
     rand = rng.random
-    for idx in starts:
+    for idx in rng.permutation(n_words):
         if n_chosen >= budget:
             break
         # original: n = np.random.choice(ngrams[:len(cand_index_set)], p=...), where len(cand_index_set) is
@@ -196,34 +237,32 @@ def create_masked_lm_predictions(
             n += 1
         # Try shorter n-grams while this one overflows the budget (original's while loop).
         while True:
-            words = range(idx, min(idx + n, n_words))
-            size = sum(len(cand[w]) for w in words)
+            end = min(idx + n, n_words)
+            size = bounds[end] - bounds[idx]
             if n_chosen + size <= budget or n == 1:
                 break
             n -= 1
         if n_chosen + size > budget:
             continue
-        if any(covered[w] for w in words):
+        if any(covered[idx:end]):
             continue
-        span_n = len(words)
-        first = True
-        for w in words:
-            covered[w] = 1
-            for pos in cand[w]:
-                if rand() < 0.8:  # original: 80% of the time, replace with [MASK]
-                    new_id, kind = mask_id, REPLACE_MASK
-                elif rand() < 0.5:  # original: 10% of the time, keep original
-                    new_id, kind = int(ids[pos]), REPLACE_KEEP
-                else:  # original: 10% of the time, replace with random word
-                    new_id, kind = rng.randint(0, vocab_size - 1), REPLACE_RANDOM
-                info = span_n | (kind << 4) | (INFO_SPAN_START if first else 0)
-                first = False
-                chosen.append((pos, new_id, info))
-                n_chosen += 1
+        covered[idx:end] = b"\x01" * (end - idx)
+        span_n = end - idx
+        info_start = INFO_SPAN_START | span_n
+        for pos in positions[bounds[idx] : bounds[end]]:
+            if rand() < 0.8:  # original: 80% of the time, replace with [MASK]
+                new_id, kind = mask_id, REPLACE_MASK
+            elif rand() < 0.5:  # original: 10% of the time, keep original
+                new_id, kind = int(ids[pos]), REPLACE_KEEP
+            else:  # original: 10% of the time, replace with random word
+                new_id, kind = rng.randint(0, vocab_size - 1), REPLACE_RANDOM
+            chosen.append((pos, new_id, (kind << 4) | info_start))
+            info_start = span_n
+        n_chosen += size
     assert n_chosen <= budget
-    chosen.sort()
     if not chosen:
         return empty
+    chosen.sort()
     arr = np.asarray(chosen, dtype=np.int64)
     return MaskedPositions(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].astype(np.uint8), budget)
 
