@@ -45,3 +45,22 @@ class WordTokenizer:
         p.mkdir(parents=True, exist_ok=True)
         inv = sorted(self.vocab, key=self.vocab.__getitem__)
         (p / "vocab.txt").write_text("\n".join(inv) + "\n", encoding="utf-8")
+
+
+def make_tiny_model_dir(path: Path, texts: list[str], seed: int = 0) -> Path:
+    """An encoder-only model directory (random albert-tiny) with a real WordPiece vocab.txt holding the
+    special tokens and every lower-cased word / punctuation mark of ``texts`` (so nothing is [UNK])."""
+    import torch
+
+    from albert.config import AlbertConfig
+    from albert.model import AlbertModel
+
+    words: set[str] = set()
+    for t in texts:
+        words.update(re.findall(r"\w+|[^\w\s]", t.lower()))
+    vocab = [*SPECIALS, *sorted(words)]
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    torch.manual_seed(seed)
+    AlbertModel(AlbertConfig.from_preset("albert-tiny", vocab_size=len(vocab))).save_pretrained(path)
+    return path

@@ -122,3 +122,67 @@ def test_single_label_value_is_an_error(tmp_path: Path) -> None:
     train = _write(tmp_path / "train.csv", "text,label\na,pos\nb,pos\n")
     with pytest.raises(TaskDataError, match="only one label value"):
         CustomTask(CustomData(train=train, dev=train))
+
+
+# ------------------------------------------------------------------------------ through the command line
+def test_finetune_custom_regression_pairs_then_predict_tsv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    from standin_tokenizer import make_tiny_model_dir
+
+    from albert.cli.main import main
+
+    rows = [
+        ("a cat sits", "a cat is sitting", 4.5),
+        ("dogs bark", "the sky is blue", 0.5),
+        ("he runs", "he is running", 4.0),
+    ]
+    rows += [
+        ("rain falls", "the sun shines", 1.0),
+        ("she reads", "she is reading a book", 3.5),
+        ("cars honk", "birds sing", 0.0),
+    ]
+    data = _write(
+        tmp_path / "sts.jsonl", "\n".join(json.dumps({"s1": a, "s2": b, "y": y}) for a, b, y in rows) + "\n"
+    )
+    init = make_tiny_model_dir(tmp_path / "init", [f"{a} {b}" for a, b, _ in rows])
+    run = tmp_path / "run"
+    argv = ["finetune", "custom", "--train", str(data), "--dev", str(data), "--text-column", "s1"]
+    argv += ["--text-pair-column", "s2", "--label-column", "y", "--regression", "--init", str(init)]
+    argv += [
+        "--output",
+        str(run),
+        "--train-steps",
+        "2",
+        "--batch-size",
+        "3",
+        "--max-seq-length",
+        "16",
+        "--no-progress",
+    ]
+    assert main(argv) == 0
+    report = json.loads((run / "report.json").read_text())
+    assert report["task"]["kind"] == "regression" and report["task"]["text_fields"] == 2
+    assert set(report["checkpoints"]["best"]) >= {"pearson", "spearman", "score", "step", "dir"}
+    capsys.readouterr()
+    monkeypatch.setattr(
+        "sys.stdin", io.StringIO("a cat sits\ta cat is sitting\ndogs bark\tthe sky is blue\n")
+    )
+    assert main(["predict", "--model", str(run), "--checkpoint", "last"]) == 0
+    out = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert [(o["text"], o["text_pair"]) for o in out] == [
+        ("a cat sits", "a cat is sitting"),
+        ("dogs bark", "the sky is blue"),
+    ]
+    assert all(isinstance(o["score"], float) for o in out)
+    dev = {
+        json.loads(x)["guid"]: json.loads(x)["score"]
+        for x in (run / "predictions" / "dev_last.jsonl").read_text().splitlines()
+    }
+    assert out[0]["score"] == pytest.approx(dev["dev-1"], abs=1e-5)
+    # a pair model fed single texts is a clear error naming the line
+    monkeypatch.setattr("sys.stdin", io.StringIO("only one text\n"))
+    assert main(["predict", "--model", str(run)]) == 2
+    assert "<stdin>:1: a sentence-pair model needs text<TAB>pair" in capsys.readouterr().err
