@@ -8,6 +8,7 @@ from albert.model.heads import (
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
 )
+from albert.model.squad_head import AlbertForSquadV2, SquadV2Head
 
 __all__ = [
     "AlbertModel",
@@ -16,6 +17,8 @@ __all__ = [
     "AlbertForSequenceClassification",
     "AlbertForMultipleChoice",
     "AlbertForQuestionAnswering",
+    "AlbertForSquadV2",
+    "SquadV2Head",
     "Output",
     "PreTrainedModule",
 ]
