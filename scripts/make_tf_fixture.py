@@ -327,6 +327,7 @@ def main() -> None:  # noqa: C901 - one script, top to bottom
         eos_id=-1,
         control_symbols="[CLS],[SEP],[MASK]",
         normalization_rule_name="identity",
+        num_threads=1,  # deterministic
         character_coverage=1.0,
         minloglevel=2,
     )
