@@ -156,40 +156,8 @@ def test_offsets_path_gives_the_same_ids(tok: AlbertTokenizer, sentences: list[s
     assert tok.offset_fallbacks == 0
 
 
-def _span_matches(tok: AlbertTokenizer, text: str, token_id: int, span: tuple[int, int]) -> bool:
-    """The original-text span, normalized as the tokenizer does, is the token's text."""
-    surface = text[span[0] : span[1]]
-    normalized = tok.sp.normalize(tok.preprocess(surface)).replace(SPIECE_UNDERLINE, "")
-    if token_id == tok.unk_id:
-        return bool(normalized) or span[0] == span[1]
-    return normalized == tok.id_to_piece(token_id).replace(SPIECE_UNDERLINE, "")
-
-
-def check_offsets(tok: AlbertTokenizer, texts: list[str]) -> dict[str, list]:
-    """Checks every token's span; returns the mismatches by (legitimate) reason. Raises on others."""
-    reasons: dict[str, list] = {"expansion": [], "final_sigma": []}
-    for text, (ids, spans) in zip(texts, tok._encode_offsets_batch(texts, 2)):
-        assert [a for a, _ in spans] == sorted(a for a, _ in spans), text
-        for k, (i, (a, b)) in enumerate(zip(ids, spans)):
-            assert 0 <= a <= b <= len(text)
-            if _span_matches(tok, text, i, (a, b)):
-                continue
-            # 1. one input character became several normalized characters that ended up in different
-            #    tokens ("ﬁ" -> "f" "i", "½" -> "1" "⁄" "2"): each such token spans the whole character.
-            if any(j != k and spans[j][0] < b and a < spans[j][1] for j in range(len(spans))):
-                reasons["expansion"].append((text[a:b], tok.id_to_piece(i)))
-            # 2. lower-casing is context-dependent for Σ (final sigma): the span alone lowers to σ.
-            elif ts.has_final_sigma_context(text) and "Σ" in text[a:b]:
-                reasons["final_sigma"].append((text[a:b], tok.id_to_piece(i)))
-            else:
-                raise AssertionError(
-                    f"span {text[a:b]!r} does not give token {tok.id_to_piece(i)!r} in {text!r}"
-                )
-    return reasons
-
-
 def test_offsets_into_the_original_text(tok: AlbertTokenizer, sentences: list[str]) -> None:
-    reasons = check_offsets(tok, [*ts.HARD_CASES, *sentences])
+    reasons = ts.check_sp_offsets(tok, [*ts.HARD_CASES, *sentences])
     assert any(s == "½" for s, _ in reasons["expansion"])  # "½" -> "1⁄2": three tokens, one character
     assert reasons["final_sigma"] and all("Σ" in s for s, _ in reasons["final_sigma"])
 

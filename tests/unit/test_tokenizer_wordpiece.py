@@ -96,7 +96,7 @@ def test_offsets_into_the_original_text(minilm: WordPieceTokenizer) -> None:
     data_path("wiki", "enwiki-shortened.xml.bz2")
     texts = [*ts.HARD_CASES, *ts.real_sentences(150, seed=2)]
     exceptions = _check_spans(minilm, texts)
-    assert all(len(s) == 1 or "Σ" in s for s, _ in exceptions)
+    assert all("Σ" in s or any(len(unicodedata.normalize("NFD", c)) > 1 for c in s) for s, _ in exceptions)
     text = "  Héllo, WORLD\u0301!"
     ids, spans = minilm.encode_with_offsets(text)
     assert [text[a:b] for a, b in spans] == ["Héllo", ",", "WORLD\u0301", "!"]
