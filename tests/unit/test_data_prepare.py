@@ -218,3 +218,10 @@ def test_chinese_whole_word_masking(tmp_path: Path) -> None:
                 assert (j in masked) == (j + 1 in masked)
                 seen_pair += j in masked
     assert seen_pair > 0
+
+
+def test_empty_input_is_an_error(tmp_path: Path, tok) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n\n")
+    with pytest.raises(DataError, match=r"no documents in .*empty.txt"):
+        prepare([empty], tok, tmp_path / "out", CFG)

@@ -400,6 +400,7 @@ _BOLD_ITALIC = re.compile(r"'{2,5}")
 _HEADING = re.compile(r"^\s*(=+)\s*(.*?)\s*\1\s*$")
 _MAGIC = re.compile(r"__[A-Z]+__")
 _EMPTY_PARENS = re.compile(r"\(\s*[,;:]?\s*\)")
+_REPEATED_COMMA = re.compile(r"(?:\s*,){2,}")
 _SPACES = re.compile(r"[ \t\u00a0]+")
 _SPACE_BEFORE_PUNCT = re.compile(r" +([,.;:!?])")
 # Sections after which an article is only lists of links and citations.
@@ -466,6 +467,7 @@ def strip_wiki_markup(wikitext: str) -> list[str]:
         if not s or s[0] in "*#:;|!{}[<" or s.startswith("----"):
             continue
         s = _EMPTY_PARENS.sub("", s)
+        s = _REPEATED_COMMA.sub(",", s)  # "angle,, and" where a template was removed
         s = _SPACES.sub(" ", s)
         s = _SPACE_BEFORE_PUNCT.sub(r"\1", s).strip()
         if len(s) < 2 or not any(ch.isalpha() for ch in s):

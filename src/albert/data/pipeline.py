@@ -589,6 +589,10 @@ def prepare(
                 fut.cancel()
             pool.shutdown(wait=True, cancel_futures=True)
             _WORKER_CTX = None
+    if total_shards == 0:
+        raise DataError(
+            f"no documents in {', '.join(str(p) for p in inputs)} (read: {report.to_dict()}); nothing to prepare"
+        )
     if reused:
         logger.info("reused %d complete shards", reused)
     # Shards past the end of the (possibly shorter) input are stale.
