@@ -114,11 +114,23 @@ def test_aligned_preprocess_matches_whole_string_for_every_bmp_character(options
         res = _aligned_preprocess(text, remove_space, keep_accents, lower)
         assert res is not None, hex(start)
         out, starts, ends = res
+        if starts is None or ends is None:  # identity alignment
+            starts, ends = list(range(len(out))), list(range(1, len(out) + 1))
         assert out == preprocess_text(
             text, remove_space=remove_space, keep_accents=keep_accents, do_lower_case=lower
         )
         assert len(starts) == len(ends) == len(out)
         assert all(0 <= s < e <= len(text) for s, e in zip(starts, ends))
+
+
+def test_aligned_preprocess_identity_fast_path() -> None:
+    assert _aligned_preprocess("Plain ASCII, single spaces.", True, False, True) == (
+        "plain ascii, single spaces.",
+        None,
+        None,
+    )
+    assert _aligned_preprocess("two  spaces", True, False, True)[1] is not None  # type: ignore[index]
+    assert _aligned_preprocess("caf\u00e9", True, False, True)[1] is not None  # type: ignore[index]
 
 
 def test_aligned_preprocess_spans() -> None:
