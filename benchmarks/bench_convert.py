@@ -7,7 +7,7 @@
    the ``adam_m``/``adam_v`` slots and ``global_step`` that the release checkpoints carry) into a
    temporary directory, with `albert.convert.tf_checkpoint.write_checkpoint`.
 2. Each converter runs in its own fresh process, timed from after its imports to a written model
-   directory; memory is that process's peak RSS (``ru_maxrss``) minus its RSS after the imports:
+   directory; memory is that process's peak RSS (``VmHWM``, reset after the imports) minus its RSS then:
    * ours: ``albert.convert.tf.convert_tf_checkpoint`` (reads, verifies every CRC32C, maps, saves);
    * reference (when ``--tf-python`` has TensorFlow, torch and transformers, e.g. the venv that
      scripts/make_tf_fixture.py makes): transformers' ``load_tf_weights_in_albert`` into a freshly built
@@ -26,17 +26,25 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 CHILD_PRELUDE = """
-import json, resource, sys, time
+import json, os, sys, time
 def rss():
     with open('/proc/self/statm') as f:
-        return int(f.read().split()[1]) * __import__('os').sysconf('SC_PAGE_SIZE')
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+def peak():
+    # VmHWM: this process's peak RSS (unlike ru_maxrss it is not inherited from the forking parent)
+    with open('/proc/self/status') as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith('VmHWM:'))
+def start():
+    with open('/proc/self/clear_refs', 'w') as f:
+        f.write('5')  # reset VmHWM to the current RSS: the imports' own peak does not count
+    return rss()
 def done(t0, base, **extra):
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps(dict(seconds=time.perf_counter() - t0, base=base, peak=peak, **extra)))
+    print(json.dumps(dict(seconds=time.perf_counter() - t0, base=base, peak=peak(), **extra)))
 """
 
 OURS = """
@@ -45,7 +53,7 @@ import albert.convert.hf, albert.model, safetensors.torch  # noqa: imported befo
 from albert.convert.tf import convert_tf_checkpoint
 logging.disable(logging.WARNING)
 prefix, config, out = sys.argv[1:4]
-base = rss(); t0 = time.perf_counter()
+base = start(); t0 = time.perf_counter()
 convert_tf_checkpoint(prefix, out, config=config)
 done(t0, base)
 """
@@ -53,7 +61,7 @@ done(t0, base)
 READER = """
 from albert.convert.tf_checkpoint import TFCheckpoint
 prefix = sys.argv[1]
-base = rss(); t0 = time.perf_counter()
+base = start(); t0 = time.perf_counter()
 total = 0
 with TFCheckpoint(prefix) as ckpt:
     for name in ckpt:
@@ -70,7 +78,7 @@ from transformers.models.albert.modeling_albert import load_tf_weights_in_albert
 logging.disable(logging.WARNING)
 prefix, config, out = sys.argv[1:4]
 cfg = json.load(open(config))
-base = rss(); t0 = time.perf_counter()
+base = start(); t0 = time.perf_counter()
 hf_cfg = transformers.AlbertConfig(**{k: v for k, v in cfg.items() if k != "hidden_act"}, hidden_act="gelu_new")
 model = transformers.AlbertForPreTraining(hf_cfg)
 with contextlib.redirect_stdout(io.StringIO()):
@@ -80,49 +88,26 @@ done(t0, base)
 """
 
 
-def albert_variables(cfg: dict, slots: bool, seed: int = 0) -> dict[str, np.ndarray]:
-    """Released variable names (google-research/albert modeling.py, run_pretraining.py) and shapes."""
+def albert_variables(config: Any, slots: bool, seed: int = 0) -> dict[str, np.ndarray]:
+    """The released variables of an ALBERT pretraining checkpoint for ``config``: names from the converter's
+    TF table (albert.convert.tf), shapes in TF's layout (kernels (in, out), q/k/v separate)."""
+    import torch
+
+    from albert.convert.tf import _NoInit, tf_rules
+    from albert.model import AlbertForPreTraining
+
+    with torch.device("meta"), _NoInit():
+        shapes_ours = {k: tuple(v.shape) for k, v in AlbertForPreTraining(config).state_dict().items()}
     rng = np.random.default_rng(seed)
-    V, E, H, F = cfg["vocab_size"], cfg["embedding_size"], cfg["hidden_size"], cfg["intermediate_size"]
-    shapes: dict[str, tuple[int, ...]] = {
-        "bert/embeddings/word_embeddings": (V, E),
-        "bert/embeddings/position_embeddings": (cfg["max_position_embeddings"], E),
-        "bert/embeddings/token_type_embeddings": (cfg["type_vocab_size"], E),
-        "bert/embeddings/LayerNorm/gamma": (E,),
-        "bert/embeddings/LayerNorm/beta": (E,),
-        "bert/encoder/embedding_hidden_mapping_in/kernel": (E, H),
-        "bert/encoder/embedding_hidden_mapping_in/bias": (H,),
-        "bert/pooler/dense/kernel": (H, H),
-        "bert/pooler/dense/bias": (H,),
-        "cls/predictions/transform/dense/kernel": (H, E),
-        "cls/predictions/transform/dense/bias": (E,),
-        "cls/predictions/transform/LayerNorm/gamma": (E,),
-        "cls/predictions/transform/LayerNorm/beta": (E,),
-        "cls/predictions/output_bias": (V,),
-        "cls/seq_relationship/output_weights": (2, H),
-        "cls/seq_relationship/output_bias": (2,),
-    }
-    for g in range(cfg["num_hidden_groups"]):
-        for i in range(cfg["inner_group_num"]):
-            s = f"bert/encoder/transformer/group_{g}/inner_group_{i}/"
-            for n in ("query", "key", "value"):
-                shapes[s + f"attention_1/self/{n}/kernel"] = (H, H)
-                shapes[s + f"attention_1/self/{n}/bias"] = (H,)
-            shapes[s + "attention_1/output/dense/kernel"] = (H, H)
-            shapes[s + "attention_1/output/dense/bias"] = (H,)
-            shapes[s + "ffn_1/intermediate/dense/kernel"] = (H, F)
-            shapes[s + "ffn_1/intermediate/dense/bias"] = (F,)
-            shapes[s + "ffn_1/intermediate/output/dense/kernel"] = (F, H)
-            shapes[s + "ffn_1/intermediate/output/dense/bias"] = (H,)
-            for ln in ("LayerNorm", "LayerNorm_1"):
-                shapes[s + ln + "/gamma"] = (H,)
-                shapes[s + ln + "/beta"] = (H,)
     out: dict[str, np.ndarray] = {}
-    for name, shape in shapes.items():
-        out[name] = rng.standard_normal(shape, dtype=np.float32) * 0.02
-        if slots:
-            out[name + "/adam_m"] = rng.standard_normal(shape, dtype=np.float32) * 1e-3
-            out[name + "/adam_v"] = np.abs(rng.standard_normal(shape, dtype=np.float32)) * 1e-6
+    for rule in tf_rules(config, "google", "pretraining", bare=False):
+        part = (shapes_ours[rule.ours][0] // len(rule.theirs), *shapes_ours[rule.ours][1:])
+        for name in rule.theirs:
+            shape = part[::-1] if name.endswith("/kernel") else part
+            out[name] = rng.standard_normal(shape, dtype=np.float32) * 0.02
+            if slots:  # AdamWeightDecayOptimizer's slots, as in the release checkpoints
+                out[name + "/adam_m"] = rng.standard_normal(shape, dtype=np.float32) * 1e-3
+                out[name + "/adam_v"] = np.abs(rng.standard_normal(shape, dtype=np.float32)) * 1e-6
     out["global_step"] = np.array(125000, dtype=np.int64)
     return out
 
@@ -176,7 +161,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         work = Path(tmp)
-        variables = albert_variables(cfg, slots=not args.no_slots)
+        variables = albert_variables(config, slots=not args.no_slots)
         weights = sum(v.nbytes for k, v in variables.items() if "adam_" not in k and k != "global_step")
         prefix = write_checkpoint(work / "albert" / "model.ckpt-best", variables, block_size=262144)
         del variables
@@ -225,6 +210,10 @@ def main() -> None:
     row("peak RSS over post-import (MB)", "extra", mb, ".0f")
     row("  ... in copies of the weights", "extra", weights, ".2f")
     row("peak RSS total (MB)", "peak", mb, ".0f")
+    load = os.getloadavg()[0]
+    print(
+        f"({os.cpu_count()} CPUs, load average {load:.1f} during the run; times are wall-clock, best of {args.repeat})"
+    )
     if not ref:
         print(f"(no reference: {args.tf_python} missing; make it with scripts/make_tf_fixture.py)")
 
