@@ -147,3 +147,25 @@ def test_plot_missing_run_is_a_clear_error(tmp_path, capsys):
 
     assert main(["plot", str(tmp_path / "nope")]) == 2
     assert "metrics.jsonl not found" in capsys.readouterr().err
+
+
+def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
+    from albert.config import AlbertConfig
+    from albert.model import AlbertForPreTraining
+    from albert.train.trainer import enable_activation_checkpointing
+
+    cfg = AlbertConfig.from_preset("albert-tiny", hidden_dropout_prob=0.0)
+    torch.manual_seed(0)
+    a = AlbertForPreTraining(cfg)
+    b = AlbertForPreTraining(cfg)
+    b.load_state_dict(a.state_dict())
+    assert enable_activation_checkpointing(b) >= 1
+    ids = torch.randint(5, cfg.vocab_size, (2, 16))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    batch = dict(input_ids=ids, mlm_labels=labels, sop_labels=torch.tensor([0, 1]))
+    for m in (a, b):
+        m.train()
+        m(**batch)["loss"].backward()
+    for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
+        torch.testing.assert_close(pa.grad, pb.grad, msg=name)
