@@ -197,6 +197,24 @@ def test_unknown_variable_is_an_error_unless_allowed(tmp_path: Path) -> None:
     assert isinstance(model, AlbertForPreTraining)
 
 
+def test_split_heads_kernels_of_older_exports(tmp_path: Path) -> None:
+    """Attention variables stored with split heads, (H, heads, head_dim) / (heads, head_dim, H) /
+    (heads, head_dim), convert to the same model as the 2-D variables of modeling.py."""
+    a = np.load(FIXTURES / "google" / "arrays.npz")
+    arrays = {k: a[k] for k in a.files}
+    s = "bert/encoder/transformer/group_0/inner_group_1/attention_1/"
+    h, heads = 16, 2
+    for n in ("query", "key", "value"):
+        arrays[s + f"self/{n}/kernel"] = arrays[s + f"self/{n}/kernel"].reshape(h, heads, h // heads)
+        arrays[s + f"self/{n}/bias"] = arrays[s + f"self/{n}/bias"].reshape(heads, h // heads)
+    arrays[s + "output/dense/kernel"] = arrays[s + "output/dense/kernel"].reshape(heads, h // heads, h)
+    write_checkpoint(tmp_path / "model.ckpt", arrays)
+    split, _ = load_tf_checkpoint(tmp_path / "model.ckpt", config=FIXTURES / "google" / "albert_config.json")
+    flat, _ = load_tf_checkpoint(FIXTURES / "google")
+    for (name, x), (_, y) in zip(split.state_dict().items(), flat.state_dict().items()):
+        assert torch.equal(x, y), name
+
+
 def test_head_variables_of_another_head_are_not_errors() -> None:
     model, report = load_tf_checkpoint(FIXTURES / "google", head=None)
     assert isinstance(model, AlbertModel)
