@@ -121,7 +121,9 @@ class _RankFilter(logging.Filter):
         self.rank = rank
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = f"[rank {self.rank}] {record.msg}"
+        prefix = f"[rank {self.rank}] "
+        if not str(record.msg).startswith(prefix):
+            record.msg = prefix + str(record.msg)
         return record.levelno >= logging.WARNING
 
 
