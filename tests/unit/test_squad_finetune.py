@@ -57,6 +57,9 @@ def test_v11_finetune_evaluate_predict(tiny_model_dir: Path, tmp_path: Path, mon
     assert report["config"]["batch_size"] == 4 and report["config"]["learning_rate"] == 2e-3
     info = json.loads((Path(report["checkpoints"]["best"]["dir"]) / "task.json").read_text())
     assert info["kind"] == "span" and info["version"] == "1.1" and info["doc_stride"] == 16
+    counts = report["task"]["featurization"]
+    assert counts["train"]["examples"] == counts["dev"]["examples"] == 19
+    assert counts["train"]["answers_exact"] == 19 and counts["dev"]["features"] > 19  # stride 16: windows
     records = [json.loads(x) for x in (run / "predictions" / "dev_best.jsonl").read_text().splitlines()]
     assert len(records) == 19 and all(r["prediction"] for r in records)  # 1.1: always an answer
     contexts = {e.qas_id: e.context for e in read_squad(TINY).examples}

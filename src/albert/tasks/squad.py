@@ -825,6 +825,8 @@ class SquadTask(Task):
             "null_threshold_source": "fixed"
             if self.null_threshold is not None
             else "chosen on dev (best F1)",
+            # what featurization did per split, exceptions counted (also in report.json)
+            "featurization": {split: r.summary() for split, r in self.reports.items()},
         }
 
     @classmethod
