@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -129,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
         print(f"albert pretrain: {e}", file=sys.stderr)
         return 2
+    if int(os.environ.get("RANK", "0")) != 0:
+        return 0  # under torchrun only rank 0 reports
     summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}
     print(json.dumps(summary, indent=2))
     if result.stop_reason == "signal":
