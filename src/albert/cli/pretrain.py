@@ -130,13 +130,15 @@ def run(args: argparse.Namespace) -> int:
     except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
         print(f"albert pretrain: {e}", file=sys.stderr)
         return 2
-    if int(os.environ.get("RANK", "0")) != 0:
-        return 0  # under torchrun only rank 0 reports
-    summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}
-    print(json.dumps(summary, indent=2))
+    main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    if main_rank:
+        summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}
+        print(json.dumps(summary, indent=2))
     if result.stop_reason == "signal":
-        print(
-            f"stopped by a signal; continue with: albert pretrain --resume {cfg.run.run_dir}", file=sys.stderr
-        )
+        if main_rank:
+            print(
+                f"stopped by a signal; continue with: albert pretrain --resume {cfg.run.run_dir}",
+                file=sys.stderr,
+            )
         return 128 + int(result.stop_signal or signal.SIGINT)  # the shell's convention: 130 / 143
     return 0
