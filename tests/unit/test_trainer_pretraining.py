@@ -45,6 +45,11 @@ def test_pretraining_metrics_are_ratios_of_counts():
     m = pretraining_metrics(batch, out)
     assert [t.item() for t in m["mlm_accuracy"]] == [1, 2]
     assert [t.item() for t in m["sop_accuracy"]] == [1, 2]
+    # with the model's per-batch accuracies: the same pooled counts without another argmax
+    out.update(mlm_accuracy=torch.tensor(0.5), sop_accuracy=torch.tensor(0.5))
+    m = pretraining_metrics(batch, out)
+    assert [t.item() for t in m["mlm_accuracy"]] == [1, 2]
+    assert [t.item() for t in m["sop_accuracy"]] == [1, 2]
 
 
 def test_evaluator_matches_a_direct_count_and_is_deterministic(tiny_data):

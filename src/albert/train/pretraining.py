@@ -42,19 +42,27 @@ def count_mlm(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor,
 
 
 def pretraining_metrics(batch: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
-    """Training MLM / SOP accuracies pooled over a logging window (correct, count) rather than averaged over
-    micro-batches."""
+    """Training MLM / SOP accuracies pooled over a logging window as (correct, count), rather than averaged
+    over micro-batches. Uses the model's per-batch ``mlm_accuracy`` / ``sop_accuracy`` when it returns them
+    (accuracy x count = correct), so the vocabulary argmax is not computed twice."""
     metrics: dict[str, Any] = {}
     labels = batch.get("mlm_labels")
     if labels is not None and out.get("mlm_logits") is not None:
-        logits = out["mlm_logits"].detach()
-        if logits.dim() == 3:
-            logits = logits[labels != IGNORE_INDEX]
-        targets = labels[labels != IGNORE_INDEX]
-        metrics["mlm_accuracy"] = ((logits.argmax(-1) == targets).sum(), targets.new_tensor(targets.numel()))
-    if batch.get("sop_labels") is not None and out.get("sop_logits") is not None:
-        sop = batch["sop_labels"]
-        correct = (out["sop_logits"].detach().argmax(-1) == sop).sum()
+        count = (labels != IGNORE_INDEX).sum()
+        if isinstance(out.get("mlm_accuracy"), torch.Tensor):
+            correct = out["mlm_accuracy"].detach().float() * count
+        else:
+            logits = out["mlm_logits"].detach()
+            if logits.dim() == 3:
+                logits = logits[labels != IGNORE_INDEX]
+            correct = (logits.argmax(-1) == labels[labels != IGNORE_INDEX]).sum()
+        metrics["mlm_accuracy"] = (correct, count)
+    sop = batch.get("sop_labels")
+    if sop is not None and out.get("sop_logits") is not None:
+        if isinstance(out.get("sop_accuracy"), torch.Tensor):
+            correct = out["sop_accuracy"].detach().float() * sop.numel()
+        else:
+            correct = (out["sop_logits"].detach().argmax(-1) == sop).sum()
         metrics["sop_accuracy"] = (correct, sop.new_tensor(sop.numel()))
     return metrics
 
