@@ -33,12 +33,18 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--max-len", type=int, default=128)
     ap.add_argument("--steps", type=int, help="steps to time (default: one epoch)")
+    ap.add_argument("--repeats", type=int, default=1, help="alternate the two settings this many times")
+    ap.add_argument("--threads", type=int, help="torch threads (on a shared machine, 1 gives steadier times)")
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "bench_padding")
     args = ap.parse_args()
     if not DATA.exists() or not MINILM.exists():
         print("data missing: run `python scripts/fetch_data.py`", file=sys.stderr)
         return 2
     logging.basicConfig(level=logging.WARNING)
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from albert.tasks.base import FinetuneConfig, finetune, load_model_tokenizer
     from albert.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
@@ -55,34 +61,33 @@ def main() -> int:
     grouped = LengthGroupedBatches(feats, args.batch_size, functools.partial(pad_features), seed=42)
     stats = padding_stats(grouped, fixed_length=args.max_len)
 
-    results = {}
-    for name, dynamic in ((f"padded to {args.max_len}", False), ("dynamic + length-grouped", True)):
-        cfg = FinetuneConfig(
-            learning_rate=5e-5,
-            batch_size=args.batch_size,
-            train_steps=steps,
-            warmup_fraction=0.1,
-            max_seq_length=args.max_len,
-            group_by_length=dynamic,
-            pad_to_max_length=not dynamic,
-            eval_every=10**9,
-            seed=42,
-        )
-        out = args.out / ("dynamic" if dynamic else "padded")
-        if out.exists():
-            shutil.rmtree(out)
-        res = finetune(task, MINILM, out, cfg, predict_test=False, progress_bar=False)
-        results[name] = res.train_seconds * epoch_steps / steps
-        print(
-            f"{name:28s}: {steps} steps in {res.train_seconds:.1f} s -> {results[name]:.1f} s per epoch",
-            flush=True,
-        )
+    results: dict[str, float] = {}
+    modes = ((f"padded to {args.max_len}", False), ("dynamic + length-grouped", True))
+    for rep in range(args.repeats):  # alternate, so both settings see the same machine load
+        for name, dynamic in modes:
+            cfg = FinetuneConfig(
+                learning_rate=5e-5,
+                batch_size=args.batch_size,
+                train_steps=steps,
+                warmup_fraction=0.1,
+                max_seq_length=args.max_len,
+                group_by_length=dynamic,
+                pad_to_max_length=not dynamic,
+                eval_every=10**9,
+                seed=42 + rep,
+            )
+            out = args.out / ("dynamic" if dynamic else "padded")
+            if out.exists():
+                shutil.rmtree(out)
+            res = finetune(task, MINILM, out, cfg, predict_test=False, progress_bar=False)
+            results[name] = results.get(name, 0.0) + res.train_seconds * epoch_steps / steps / args.repeats
+            print(f"{name:28s}: {steps} steps in {res.train_seconds:.1f} s", flush=True)
 
     padded, dynamic = results.values()
     print()
     print(
         f"polarity train split: {len(feats)} sentences, batch {args.batch_size}, {epoch_steps} steps per epoch, "
-        f"all-MiniLM-L6-v2, CPU"
+        f"all-MiniLM-L6-v2, CPU, {torch.get_num_threads()} thread(s), epoch time from {args.repeats} x {steps} steps"
     )
     print(f"{'':28s} {'tokens/epoch':>14s} {'s/epoch':>9s}")
     print(f"{'real tokens':28s} {stats['real_tokens']:14.0f}")
