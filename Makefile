@@ -30,8 +30,9 @@ lint: setup
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 
+## demo: real Wikipedia -> vocabulary -> shards -> ~10 min pretraining -> curves -> held-out accuracies
 demo: setup data
-	$(BIN)/albert params
+	$(BIN)/python scripts/demo.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
