@@ -8,9 +8,10 @@ loss (`build_model`), and turns model outputs into per-example predictions and m
 * evaluation takes a *predict function* (batch of tensors -> model outputs), not a trainer: `predict`
   runs it over features in length-sorted batches and puts the outputs back in order, `evaluate` adds the
   task's post-processing and metrics (big_vision's evaluators work the same way);
-* a fine-tuning run directory holds two model directories, ``last/`` and ``best/`` (best on dev by the
-  task's score), each loadable by `albert predict` / `albert evaluate` and by transformers, plus
-  ``report.json`` saying which is which.
+* a fine-tuning run directory holds two model directories, ``checkpoints/best`` (best on dev by the
+  task's score) and ``checkpoints/step-N`` (the last weights, with the optimizer state for --resume),
+  each loadable by `albert predict` / `albert evaluate` and by transformers, plus ``report.json`` saying
+  which is which and with what dev metrics.
 
 This module also holds `ClassificationTask`, the one class behind every GLUE task (a table of specs in
 `albert.tasks.glue`) and the user's own CSV/TSV/JSONL data (`albert.tasks.custom`).
