@@ -326,3 +326,25 @@ def test_presets_are_the_originals() -> None:
         p = glue.SPECS[task].preset
         assert (p.warmup_steps, p.learning_rate, p.train_steps, p.batch_size) == (warmup, lr, steps, batch)
         assert p.max_seq_length == 512 and p.classifier_dropout == 0.1
+
+
+def test_glue_summary_of_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from albert.cli.main import main
+
+    def run(task: str, **best: float) -> None:
+        (tmp_path / task).mkdir()
+        report = {"checkpoints": {"best": {"step": 10, **best}, "last": {"step": 20}}}
+        (tmp_path / task / "report.json").write_text(json.dumps(report))
+
+    run("cola", matthews=0.5, score=0.5)
+    run("mrpc", f1=0.9, accuracy=0.8, score=0.85)
+    run("mnli", accuracy=0.8, dev_mismatched_accuracy=0.7, score=0.8)
+    out = glue.glue_summary(tmp_path)
+    assert out["dev_metrics"]["mnli-mm"] == {"accuracy": 0.7}
+    assert out["tasks"] == {"cola": 0.5, "mrpc": pytest.approx(0.85), "mnli": pytest.approx(0.75)}
+    assert out["score"] == pytest.approx(0.7) and "sst2" in out["missing"]
+    assert main(["evaluate", "glue", "--task", "all", "--model", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(0.7)
+    assert main(["evaluate", "glue", "--task", "all", "--model", str(tmp_path / "cola")]) == 2

@@ -14,6 +14,7 @@ DESCRIPTION = """Evaluate a fine-tuned model on a split and write its prediction
 
   albert evaluate glue --task mnli --data-dir GLUE --model RUN_DIR --split dev_mismatched
   albert evaluate glue --task sst2 --data-dir GLUE --model RUN_DIR --split test    # leaderboard file
+  albert evaluate glue --task all --model RUNS     # GLUE average of RUNS/<task> runs (their report.json)
   albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
   albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
   albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
@@ -55,6 +56,16 @@ def run(args: argparse.Namespace) -> int:
     )
     from albert.train.distributed import pick_device
 
+    summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
+    if summary_hook is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
+        try:
+            summary = summary_hook(args)
+        except (FileNotFoundError, KeyError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        if summary is not None:
+            print(json.dumps(summary, indent=2))
+            return 0
     try:
         model_dir = resolve_model_dir(args.model, args.checkpoint)
         info = read_task_info(model_dir)

@@ -18,6 +18,7 @@ warmup steps, max length 512) from google-research/albert ``run_glue.sh`` and th
 from __future__ import annotations
 
 import csv
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -370,10 +371,17 @@ def glue_report(results: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
 # Command-line hooks (`albert finetune glue`, `albert evaluate glue`; see albert.cli.finetune)
 def cli_arguments(parser: Any, mode: str) -> None:
     """The GLUE arguments of `albert finetune glue` / `albert evaluate glue`."""
-    parser.add_argument("--task", required=True, metavar="NAME", help=f"GLUE task: {', '.join(TASK_NAMES)}")
+    extra = (
+        "; evaluate also takes 'all': --model is then a directory of run directories named by task"
+        if mode == "evaluate"
+        else ""
+    )
+    parser.add_argument(
+        "--task", required=True, metavar="NAME", help=f"GLUE task: {', '.join(TASK_NAMES)}{extra}"
+    )
     parser.add_argument(
         "--data-dir",
-        required=True,
+        required=mode == "finetune",
         type=Path,
         help="GLUE root as the download script writes it (DIR/<TASK>/*.tsv)",
     )
@@ -386,4 +394,35 @@ def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask
         raise ValueError(
             f"the model was fine-tuned with labels {info.get('labels')}, GLUE {spec.name} has {spec.labels}"
         )
+    if args.data_dir is None:
+        raise ValueError("--data-dir is required")
     return GlueTask(spec, args.data_dir), spec.preset
+
+
+def glue_summary(runs_root: str | Path, checkpoint: str = "best") -> dict[str, Any]:
+    """Task scores and the GLUE average of a directory of fine-tuning runs, one per task, named by task
+    (``RUNS/cola``, ``RUNS/sst2``, ..., ``RUNS/mnli``), from their report.json dev metrics. MNLI
+    contributes the mean of matched and mismatched accuracy."""
+    root = Path(runs_root)
+    results: dict[str, dict[str, float]] = {}
+    for name in TASK_NAMES:
+        report = root / name / "report.json"
+        if not report.is_file():
+            continue
+        rec = json.loads(report.read_text(encoding="utf-8"))["checkpoints"][checkpoint]
+        spec = SPECS[name]
+        results[name] = {m: float(rec[m]) for m in spec.metrics}
+        if name == "mnli" and "dev_mismatched_accuracy" in rec:
+            results["mnli-mm"] = {"accuracy": float(rec["dev_mismatched_accuracy"])}
+    if not results:
+        raise FileNotFoundError(
+            f"{root}: no <task>/report.json of a GLUE fine-tuning run ({', '.join(TASK_NAMES)})"
+        )
+    return {"dev_metrics": results, **glue_report(results)}
+
+
+def cli_summary(args: Any) -> dict[str, Any] | None:
+    """`albert evaluate glue --task all --model RUNS`: the GLUE average of finished runs (no re-evaluation)."""
+    if str(args.task).lower() != "all":
+        return None
+    return glue_summary(args.model, getattr(args, "checkpoint", "best"))
