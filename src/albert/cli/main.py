@@ -13,16 +13,19 @@ import sys
 
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
-    "params": "albert.cli.params",
-    "convert": "albert.cli.convert",
-    "finetune": "albert.cli.finetune",
-    "evaluate": "albert.cli.evaluate",
-    "predict": "albert.cli.predict",
+    # corpus -> vocab -> shards -> model dir
     "tokenizer": "albert.cli.tokenizer",
     "prepare": "albert.cli.prepare",
     "data": "albert.cli.data",
     "pretrain": "albert.cli.pretrain",
     "plot": "albert.cli.plot",
+    # released checkpoints -> model dir
+    "convert": "albert.cli.convert",
+    # model dir -> run dir
+    "finetune": "albert.cli.finetune",
+    "evaluate": "albert.cli.evaluate",
+    "predict": "albert.cli.predict",
+    "params": "albert.cli.params",
 }
 
 
