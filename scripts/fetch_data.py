@@ -137,9 +137,11 @@ def _download(src: Source) -> Path:
         return target
     url = _find_url(src)
     print(f"  downloading {src.filename} ...", flush=True)
-    with tempfile.NamedTemporaryFile(dir=dl, delete=False) as tmp:
-        with urllib.request.urlopen(url, timeout=300) as r:
-            shutil.copyfileobj(r, tmp, 1 << 20)
+    with (
+        tempfile.NamedTemporaryFile(dir=dl, delete=False) as tmp,
+        urllib.request.urlopen(url, timeout=300) as r,
+    ):
+        shutil.copyfileobj(r, tmp, 1 << 20)
     got = _sha256(Path(tmp.name))
     if got != src.sha256:
         os.unlink(tmp.name)
@@ -182,7 +184,9 @@ def fetch(names: list[str]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("names", nargs="*", help="extra sets to fetch besides the defaults (e.g. squad), or 'all'")
+    ap.add_argument(
+        "names", nargs="*", help="extra sets to fetch besides the defaults (e.g. squad), or 'all'"
+    )
     ap.add_argument("--list", action="store_true", help="list the sets and exit")
     ap.add_argument("--no-squad", action="store_true", help="skip the SQuAD dev set (358 MB download)")
     args = ap.parse_args()
