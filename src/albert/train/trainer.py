@@ -442,6 +442,12 @@ class Trainer:
         self._open_logs()
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         bar = self._progress_bar()
+        log_redirect: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if bar is not None:
+            from tqdm.contrib.logging import logging_redirect_tqdm
+
+            log_redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
+        log_redirect.__enter__()
         old_handlers = self._install_signal_handlers()
         stop_reason = "max_steps"
         window_start = time.perf_counter()
@@ -586,6 +592,7 @@ class Trainer:
             self._restore_signal_handlers(old_handlers)
             if bar is not None:
                 bar.close()
+            log_redirect.__exit__(None, None, None)
             if self._tb is not None:
                 self._tb.flush()
         result = self._result(stop_reason)
