@@ -169,3 +169,47 @@ def test_not_a_model_dir(tmp_path: Path) -> None:
         load_model_tokenizer(tmp_path)
     with pytest.raises(ModelDirError, match="neither a model directory"):
         resolve_model_dir(tmp_path)
+
+
+def test_random_init_keeps_the_architecture_and_draws_fresh_weights(
+    tiny_model_dir: Path, tmp_path: Path
+) -> None:
+    """--random-init: same config and tokenizer as --init, every encoder tensor redrawn (seeded); with a
+    zero learning rate the saved weights are the drawn ones."""
+    from safetensors.torch import load_file
+
+    def run(name: str, *extra: str) -> Path:
+        out = tmp_path / name
+        argv = [
+            "finetune",
+            "glue",
+            "--task",
+            "sst2",
+            "--data-dir",
+            str(GLUE_DIR),
+            "--init",
+            str(tiny_model_dir),
+        ]
+        argv += ["--output", str(out), "--train-steps", "1", "--batch-size", "3", "--learning-rate", "0"]
+        argv += ["--max-seq-length", "32", "--no-progress", "--no-test", "--seed", "7", *extra]
+        assert main(argv) == 0
+        return out
+
+    pretrained, rnd, rnd2 = run("kept"), run("random", "--random-init"), run("random2", "--random-init")
+    init = load_file(str(tiny_model_dir / "model.safetensors"))
+
+    def weights(out: Path) -> dict:
+        return load_file(str(out / "checkpoints" / "step-00000001" / "model.safetensors"))
+
+    kept, fresh, fresh2 = weights(pretrained), weights(rnd), weights(rnd2)
+    matrices = [k for k, v in init.items() if v.ndim == 2]
+    assert matrices
+    for k in matrices:
+        (name,) = [n for n in kept if n.endswith(k)]
+        assert (kept[name] == init[k]).all(), name  # lr 0: the loaded weights, unchanged
+        assert not (fresh[name] == init[k]).all(), name  # redrawn
+        assert (fresh[name] == fresh2[name]).all(), name  # seeded
+    report = json.loads((rnd / "report.json").read_text())
+    assert report["init"].startswith("random init") and str(tiny_model_dir) in report["init"]
+    cfg = json.loads((rnd / "checkpoints" / "step-00000001" / "config.json").read_text())
+    assert cfg["hidden_size"] == json.loads((tiny_model_dir / "config.json").read_text())["hidden_size"]

@@ -105,6 +105,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "--init", required=True, help="model directory to start from (ours, HF ALBERT, HF BERT)"
         )
         p.add_argument("--output", required=True, help="run directory to write")
+        p.add_argument(
+            "--random-init",
+            action="store_true",
+            help="keep --init's architecture and tokenizer, draw fresh weights (the from-scratch baseline)",
+        )
         module.cli_arguments(p, "finetune")
         add_config_flags(p)
         r = p.add_argument_group("run")
@@ -152,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
             resume=args.resume,
             max_time_s=args.max_time,
             progress_bar=not args.no_progress,
+            random_init=args.random_init,
         )
     except (TaskDataError, ModelDirError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -558,6 +558,7 @@ def finetune(
     resume: bool = False,
     max_time_s: float | None = None,
     progress_bar: bool = True,
+    random_init: bool = False,
 ) -> FinetuneResult:
     """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
 
@@ -567,6 +568,9 @@ def finetune(
     this one) and ``OUTPUT/checkpoints/step-N`` (the final weights). ``OUTPUT/report.json`` says which is
     which, with their dev metrics; dev predictions of both go to ``OUTPUT/predictions/``, test-split
     predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``.
+
+    ``random_init``: keep ``init``'s architecture and tokenizer but draw every weight afresh (seeded by
+    ``cfg.seed``) -- the from-scratch baseline that shows what pretraining bought.
     """
     import torch
 
@@ -604,6 +608,11 @@ def finetune(
             hidden_dropout_prob=cfg.encoder_dropout, attention_probs_dropout_prob=cfg.encoder_dropout
         )
     model = task.build_model(init, **overrides)
+    init_name = f"random init, architecture of {init}" if random_init else str(init)
+    if random_init:
+        torch.manual_seed(cfg.seed)
+        model.init_weights()
+        logger.info("random initialization: %s's architecture and tokenizer, fresh weights", init)
 
     if cfg.batch_size % dist.world_size:
         raise ValueError(f"batch size {cfg.batch_size} is not divisible by the {dist.world_size} processes")
@@ -648,7 +657,7 @@ def finetune(
 
     def on_save(tmp: Path) -> None:
         tokenizer.save_pretrained(tmp)
-        write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": str(init)})
+        write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": init_name})
 
     eval_every = cfg.eval_every or steps_per_epoch
     trainer = Trainer.for_finetuning(
@@ -716,7 +725,7 @@ def finetune(
             )
         report = {
             "task": task.info(),
-            "init": str(init),
+            "init": init_name,
             "config": cfg.to_dict(),
             "num_train_examples": len(train_examples),
             "num_dev_examples": {s: len(e) for s, (e, _) in dev_sets.items()},
