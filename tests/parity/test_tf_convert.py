@@ -298,3 +298,69 @@ def test_bert_layout_with_real_weights(tmp_path: Path, minilm_dir: Path) -> None
         want = hf(input_ids=ids).last_hidden_state
         got = model(input_ids=ids).sequence_output
     torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def test_squad_v2_head_of_run_squad_v2(tmp_path: Path) -> None:
+    """A checkpoint fine-tuned by the original run_squad_v2.py (squad_utils.create_v2_model's variables)
+    converts to AlbertForSquadV2, and the head computes what the TF graph computes, in numpy: start logits,
+    end logits from concat([sequence, start features]) -> tanh -> LayerNorm (eps 1e-12) -> dense, and the
+    answerability logit from concat([start-weighted sequence, CLS]) -> tanh -> dense without bias."""
+    from albert.model import AlbertForSquadV2
+
+    h = 16  # the google fixture's hidden size
+    rng = np.random.default_rng(0)
+
+    def w(*shape: int) -> np.ndarray:
+        return rng.normal(0.0, 0.5, shape).astype(np.float32)
+
+    head = {
+        "start_logits/dense/kernel": w(h, 1),
+        "start_logits/dense/bias": w(1),
+        "end_logits/dense_0/kernel": w(2 * h, h),
+        "end_logits/dense_0/bias": w(h),
+        "end_logits/LayerNorm/gamma": 1.0 + w(h),
+        "end_logits/LayerNorm/beta": w(h),
+        "end_logits/dense_1/kernel": w(h, 1),
+        "end_logits/dense_1/bias": w(1),
+        "answer_class/dense_0/kernel": w(2 * h, h),
+        "answer_class/dense_0/bias": w(h),
+        "answer_class/dense_1/kernel": w(h, 1),
+    }
+    report = convert_tf_checkpoint(_google_plus(tmp_path, head), tmp_path / "model")
+    assert report.head == "squad_v2"
+    assert set(head) <= {n.split("module/")[-1] for n in report.used}
+    model = AlbertForSquadV2.from_pretrained(tmp_path / "model").eval()
+
+    ids = torch.from_numpy(rng.integers(5, 100, (2, 12))).long()
+    p_mask = torch.zeros(2, 12)
+    p_mask[:, 1:4] = 1  # question tokens: not an answer
+    starts = torch.tensor([5, 7])
+    with torch.no_grad():
+        seq = model.albert(ids).sequence_output.double().numpy()  # (B, T, H)
+        out = model(ids, p_mask=p_mask)
+        model.train()  # the end logits conditioned on the gold start are the training path
+        model.squad.dropout.p = 0.0
+        gold = model(ids, p_mask=p_mask, start_positions=starts, end_positions=starts, is_impossible=None)
+    hd = {k: v.astype(np.float64) for k, v in head.items()}
+    neg = -1e30 * p_mask.double().numpy()
+    start = (seq @ hd["start_logits/dense/kernel"])[..., 0] + hd["start_logits/dense/bias"][0]
+    start = start * (1 - p_mask.double().numpy()) + neg
+
+    def log_softmax(x: np.ndarray) -> np.ndarray:
+        z = x - x.max(-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+    np.testing.assert_allclose(out["start_log_probs"].numpy()[:, 4:], log_softmax(start)[:, 4:], atol=1e-4)
+    sf = seq[np.arange(2), starts.numpy()]  # (B, H) gold start features
+    x = np.tanh(np.concatenate([seq, np.repeat(sf[:, None], 12, 1)], -1) @ hd["end_logits/dense_0/kernel"]
+                + hd["end_logits/dense_0/bias"])  # fmt: skip
+    x = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+    x = x * hd["end_logits/LayerNorm/gamma"] + hd["end_logits/LayerNorm/beta"]
+    end = (x @ hd["end_logits/dense_1/kernel"])[..., 0] + hd["end_logits/dense_1/bias"][0]
+    end = end * (1 - p_mask.double().numpy()) + neg
+    np.testing.assert_allclose(gold["end_log_probs"].numpy()[:, 4:], log_softmax(end)[:, 4:], atol=1e-4)
+    sp = np.exp(log_softmax(start))
+    feat = np.concatenate([np.einsum("bt,bth->bh", sp, seq), seq[:, 0]], -1)
+    a = np.tanh(feat @ hd["answer_class/dense_0/kernel"] + hd["answer_class/dense_0/bias"])
+    cls = (a @ hd["answer_class/dense_1/kernel"])[:, 0]
+    np.testing.assert_allclose(out["cls_logits"].numpy(), cls, atol=1e-4)

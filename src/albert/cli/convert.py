@@ -55,8 +55,10 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
             "classification",
             "multiple_choice",
             "question_answering",
+            "squad_v2",
         ),
-        help="which model to build (default auto: from the variables present)",
+        help="which model to build (default auto: from the variables present; squad_v2 is the head of the "
+        "original run_squad_v2.py)",
     )
     p.add_argument(
         "--allow-unused", action="store_true", help="log variables that match nothing instead of failing"

@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     out = args.output or (Path(model_dir) / "eval" / f"{args.split}.jsonl")
     write_jsonl(out, res.predictions)
     extra = ""
-    if args.split.startswith("test") or args.split == "ax" or not res.metrics or task.name == "squad":
+    if task.writes_submission(args.split):
         path = task.write_test_predictions(args.split, res.predictions, out.parent)
         extra = f", submission file {path}"
     summary = {"model": str(model_dir), "split": args.split, "num_examples": len(examples), **res.metrics}

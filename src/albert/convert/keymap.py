@@ -5,6 +5,7 @@ A table maps one of our name templates to one foreign template, or to several fo
 tensors are concatenated along dim 0 in ours (the fused QKV projection). Placeholders:
 
     {p}   weight | bias
+    {k}   kernel | bias   (the TF dense-layer variable of that {p}; foreign side only)
     {a}   index of one of our attention blocks     (foreign side: {g} = a // I, {i} = a % I, {l} = a // I)
     {f}   index of one of our feed-forward blocks  (same foreign placeholders)
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from albert.config import AlbertConfig
 
 P = ("weight", "bias")
+TF_DENSE = {"weight": "kernel", "bias": "bias"}
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def expand(table: dict[str, str | tuple[str, ...]], config: AlbertConfig) -> lis
         params = P if "{p}" in ours_t else ("",)
         for kind, k in blocks:
             for p in params:
-                fields: dict[str, object] = {"p": p}
+                fields: dict[str, object] = {"p": p, "k": TF_DENSE.get(p, p)}
                 if kind:
                     fields.update({kind: k, "g": k // inner, "i": k % inner, "l": k // inner})
                 rules.append(KeyRule(ours_t.format(**fields), tuple(t.format(**fields) for t in theirs_ts)))

@@ -142,6 +142,17 @@ TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
     "multiple_choice": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
     # squad_utils.py v1 create_v1_model: rows (start, end)
     "question_answering": {"qa.weight": "cls/squad/output_weights", "qa.bias": "cls/squad/output_bias"},
+    # squad_utils.py v2 create_v2_model (run_squad_v2.py): tf.layers.dense under three variable scopes;
+    # the end and answer dense layers read concat([sequence, start features]) / concat([start, CLS])
+    "squad_v2": {
+        "squad.start.{p}": "start_logits/dense/{k}",
+        "squad.end_dense.{p}": "end_logits/dense_0/{k}",
+        "squad.end_norm.weight": "end_logits/LayerNorm/gamma",  # tf.contrib.layers.layer_norm
+        "squad.end_norm.bias": "end_logits/LayerNorm/beta",
+        "squad.end_out.{p}": "end_logits/dense_1/{k}",
+        "squad.answer_dense.{p}": "answer_class/dense_0/{k}",
+        "squad.answer_out.weight": "answer_class/dense_1/kernel",  # use_bias=False
+    },
 }
 HEADS = tuple(TF_HEADS)
 
@@ -299,6 +310,8 @@ def _choose_head(names: set[str]) -> str | None:
         return "classification"
     if "cls/squad/output_weights" in names:
         return "question_answering"
+    if "answer_class/dense_1/kernel" in names:
+        return "squad_v2"
     if "cls/predictions/output_bias" in names:
         return "pretraining" if "cls/seq_relationship/output_weights" in names else "mlm"
     return None
@@ -314,6 +327,7 @@ def _model_class(head: str | None) -> type[Any]:
         "classification": m.AlbertForSequenceClassification,
         "multiple_choice": m.AlbertForMultipleChoice,
         "question_answering": m.AlbertForQuestionAnswering,
+        "squad_v2": m.AlbertForSquadV2,
     }[head]
 
 
@@ -358,7 +372,7 @@ def load_tf_checkpoint(
         config: an `AlbertConfig`, a path to ``albert_config.json`` (released, brightmart's or Hugging
             Face's), or None to look for one next to the checkpoint (and in a TF-Hub ``assets/``).
         head: ``auto`` (from the variables: ``output_weights`` -> classification, ``cls/squad`` -> question
-            answering, ``cls/predictions`` + ``cls/seq_relationship`` -> pretraining, ...), one of
+            answering, ``answer_class`` -> the SQuAD 2.0 head, ``cls/predictions`` + ``cls/seq_relationship`` -> pretraining, ...), one of
             `HEADS`, or None for the bare encoder.
         allow_unused: log variables that no rule uses instead of raising.
         verify: check every tensor's CRC32C (on by default).
@@ -434,9 +448,11 @@ def _load(
     state: dict[str, torch.Tensor] = {}
     used: set[str] = set()
     missing: list[str] = []
+    not_needed: set[str] = set()  # known variables this model has no tensor for
     for rule in rules:
         if rule.ours not in target:
-            continue  # e.g. no pooler in the question-answering model
+            not_needed.update(rule.theirs)  # e.g. the pooler: the SQuAD models do not use it
+            continue
         want = tuple(target[rule.ours].shape)
         absent = [t for t in rule.theirs if t not in names]
         if absent:
@@ -471,6 +487,7 @@ def _load(
         )
     # Variables of other heads (e.g. the pretraining heads left in a fine-tuned checkpoint) are known.
     known = {t for h in TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
+    known |= not_needed
     leftover = sorted(n for n in names if n not in used)
     unknown = [tf_names[n] for n in leftover if n not in known]
     report.unused = [tf_names[n] for n in leftover]

@@ -256,6 +256,11 @@ class Task(abc.ABC):
         """One number to select the best checkpoint: the mean of the task's metrics (GLUE convention)."""
         return M.task_score(metrics, self.metric_names)
 
+    def writes_submission(self, split: str) -> bool:
+        """Whether `albert evaluate` writes this split with `write_test_predictions` too, beside its JSONL
+        predictions: only tasks with a leaderboard / official format (GLUE test splits, SQuAD) say yes."""
+        return False
+
     def write_test_predictions(
         self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
     ) -> Path:

@@ -330,6 +330,9 @@ class GlueTask(ClassificationTask):
             text_fields=1 if next(iter(spec.splits.values())).text_b is None else 2,
         )
 
+    def writes_submission(self, split: str) -> bool:
+        return split in self.test_splits
+
     def write_test_predictions(
         self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
     ) -> Path:

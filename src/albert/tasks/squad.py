@@ -843,6 +843,9 @@ class SquadTask(Task):
             null_threshold=info.get("null_threshold"),
         )
 
+    def writes_submission(self, split: str) -> bool:
+        return True  # the official evaluate-v1.1 / v2.0 scripts read predictions.json for dev as well
+
     def write_test_predictions(
         self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
     ) -> Path:
