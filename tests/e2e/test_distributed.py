@@ -27,7 +27,6 @@ def _losses(run_dir: Path) -> list[tuple[int, float]]:
     return [(r["step"], r["loss"]) for r in map(json.loads, lines) if "loss" in r]
 
 
-@pytest.mark.slow
 def test_torchrun_two_gloo_ranks_match_one_process(tmp_path):
     common = ["--steps", "12", "--micro-batch", "8", "--dropout", "0.0"]
     # one process: 2 micro-batches per step (global batch 16); stream indices 0,1 | 2,3 | ...

@@ -83,7 +83,6 @@ def last_step(run_dir: Path) -> int:
         return 0
 
 
-@pytest.mark.slow
 def test_sigkill_then_resume_reproduces_the_losses_bit_for_bit(data_dir, tmp_path):
     straight = tmp_path / "straight"
     albert(*pretrain_args(data_dir, straight), stdout=subprocess.DEVNULL)
