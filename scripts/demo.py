@@ -134,14 +134,25 @@ def calibrate_steps(data: Path, work: Path, minutes: float, threads: int | None)
 
 
 def auto_threads() -> int:
-    """Torch threads for this machine now: the cores not busy with other work. OpenMP threads that share a
-    core with another process stall each other at every barrier (measured here with one core busy: 1 thread
-    3,800 tokens/s, 2 threads 1,400)."""
+    """Torch threads for this machine now: the cores not busy with other work, measured over one second
+    from /proc/stat (the load average would still count the set-up steps that just ran). OpenMP threads
+    that share a core with another process stall each other at every barrier (measured here with one core
+    busy: 1 thread 3,800 tokens/s, 2 threads 1,400)."""
     cores = os.cpu_count() or 1
+
+    def busy_idle() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+        idle = v[3] + (v[4] if len(v) > 4 else 0)  # idle + iowait
+        return sum(v) - idle, idle
+
     try:
-        busy = int(os.getloadavg()[0] + 0.5)
-    except OSError:
-        busy = 0
+        b0, i0 = busy_idle()
+        time.sleep(1.0)
+        b1, i1 = busy_idle()
+        busy = round(cores * (b1 - b0) / max(1, (b1 - b0) + (i1 - i0)))
+    except (OSError, ValueError, IndexError):
+        busy = int(os.getloadavg()[0] + 0.5) if hasattr(os, "getloadavg") else 0
     return max(1, min(cores, cores - busy))
 
 
