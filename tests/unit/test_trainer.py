@@ -54,6 +54,23 @@ def test_metrics_jsonl_has_the_fields_and_lr_follows_the_schedule(tmp_path):
     assert (tmp_path / "result.json").exists()
 
 
+def test_tensorboard_gets_every_logged_scalar(tmp_path):
+    """With the tensorboard package installed, RUN_DIR/tb holds the metrics.jsonl values (train and eval)."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model, opt, sched, cfg = make(steps=4, lr=0.1, optimizer="adamw", eval_every=2)
+    Trainer(model, opt, sched, cfg, run_dir=tmp_path, eval_fn=lambda m: {"err": 1.5}).fit(Stream())
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    recs = load_metrics(tmp_path)
+    for name in ("loss", "lr", "grad_norm", "tokens_per_s", "eval_err"):
+        logged = [(r["step"], r[name]) for r in recs if name in r]
+        got = [(e.step, e.value) for e in events.Scalars(name)]
+        assert [s for s, _ in got] == [s for s, _ in logged], name
+        assert [v for _, v in got] == pytest.approx([v for _, v in logged], rel=1e-6), name
+
+
 def test_gradient_accumulation_equals_the_big_batch():
     # Two micro-batches of 8 with accumulation == one batch of 16 (mean losses over equal sizes).
     model_a, opt_a, sched_a, cfg_a = make(steps=4, grad_accum_steps=2)
