@@ -29,7 +29,9 @@ COMMANDS: dict[str, str] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; only ``command``'s arguments are built (some, like finetune's task table, import the
+    library), so that ``albert --help`` and every command start fast. None: just the command list."""
     parser = argparse.ArgumentParser(
         prog="albert",
         description="ALBERT in PyTorch: build vocabularies, prepare data, pretrain, convert released "
@@ -45,13 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
             description=getattr(module, "DESCRIPTION", module.HELP),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        module.add_arguments(p)
+        if name == command:
+            module.add_arguments(p)
         p.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

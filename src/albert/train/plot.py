@@ -49,6 +49,14 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path | None = None, 
     ax_loss, ax_acc, ax_lr, ax_tps = axes.flat
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     styles = {"loss": "-", "mlm_loss": "--", "sop_loss": ":"}
+
+    def color_of(i: int, key: str) -> str:
+        """Several runs: a color per run. One run: a color per metric family (MLM, SOP, the rest)."""
+        if len(runs) > 1:
+            return colors[i % len(colors)]
+        family = key.removeprefix("eval_")
+        return colors[0] if family.startswith("mlm") else colors[1] if family.startswith("sop") else colors[2]
+
     for i, (d, recs) in enumerate(runs):
         color = colors[i % len(colors)]
         tag = f"{d.name}: " if len(runs) > 1 else ""
@@ -57,22 +65,22 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path | None = None, 
         for key in LOSS_KEYS:
             xs, ys = _series(train, key)
             if xs:
-                ax_loss.plot(xs, _smooth(ys, smooth), styles[key], color=color, label=f"{tag}{key}", lw=1)
+                ax_loss.plot(xs, _smooth(ys, smooth), styles[key], color=color_of(i, key), label=f"{tag}{key}", lw=1)
         for key in sorted({k for r in evals for k in r if k.startswith("eval_") and k.endswith("loss")}):
             xs, ys = _series(evals, key)
-            ax_loss.plot(xs, ys, "o-", color=color, label=f"{tag}{key}", ms=4, lw=1, alpha=0.7)
+            ax_loss.plot(xs, ys, "o-", color=color_of(i, key), label=f"{tag}{key}", ms=4, lw=1, alpha=0.7)
         acc_keys = sorted({k for r in train for k in r if k.endswith("accuracy")})
         for j, key in enumerate(acc_keys):
             xs, ys = _series(train, key)
             ax_acc.plot(
-                xs, _smooth(ys, smooth), ["-", "--", ":", "-."][j % 4], color=color, label=f"{tag}{key}", lw=1
+                xs, _smooth(ys, smooth), ["-", "--", ":", "-."][j % 4], color=color_of(i, key), label=f"{tag}{key}", lw=1
             )
         eval_acc = sorted({k for r in evals for k in r if k.startswith("eval_") and k.endswith("accuracy")})
         markers = "os^dv"
         for j, key in enumerate(eval_acc):
             xs, ys = _series(evals, key)
             ax_acc.plot(
-                xs, ys, markers[j % len(markers)] + "-", color=color, label=f"{tag}{key}", ms=5, lw=1.5
+                xs, ys, markers[j % len(markers)] + "-", color=color_of(i, key), label=f"{tag}{key}", ms=5, lw=1.5
             )
         xs, ys = _series(train, "lr")
         if xs:
