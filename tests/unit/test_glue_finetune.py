@@ -25,6 +25,12 @@ def _vocab() -> list[str]:
     return ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
 
 
+def sst2_argv(init: Path, output: Path) -> list[str]:
+    """`albert finetune glue --task sst2` on the fixtures, from ``init`` into ``output``."""
+    return ["finetune", "glue", "--task", "sst2", "--data-dir", str(GLUE_DIR), "--init", str(init), "--output",
+            str(output)]  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An encoder-only model directory (random albert-tiny) with a WordPiece vocab of the fixture words."""
@@ -134,19 +140,7 @@ def test_model_dir_without_tokenizer_is_a_clear_error(tiny_model_dir: Path, tmp_
         ModelDirError, match=r"no tokenizer in the model directory \(looked for spiece.model or vocab.txt\)"
     ):
         load_model_tokenizer(d)
-    argv = [
-        "finetune",
-        "glue",
-        "--task",
-        "sst2",
-        "--data-dir",
-        str(GLUE_DIR),
-        "--init",
-        str(d),
-        "--output",
-        str(tmp_path / "r"),
-    ]
-    assert main(argv) == 2
+    assert main(sst2_argv(d, tmp_path / "r")) == 2
     assert "no tokenizer in the model directory" in capsys.readouterr().err
 
 
@@ -180,17 +174,14 @@ def test_random_init_keeps_the_architecture_and_draws_fresh_weights(
 
     def run(name: str, *extra: str) -> Path:
         out = tmp_path / name
-        argv = [
-            "finetune",
-            "glue",
-            "--task",
-            "sst2",
-            "--data-dir",
-            str(GLUE_DIR),
-            "--init",
-            str(tiny_model_dir),
+        argv = sst2_argv(tiny_model_dir, out) + [
+            "--train-steps",
+            "1",
+            "--batch-size",
+            "3",
+            "--learning-rate",
+            "0",
         ]
-        argv += ["--output", str(out), "--train-steps", "1", "--batch-size", "3", "--learning-rate", "0"]
         argv += ["--max-seq-length", "32", "--no-progress", "--no-test", "--seed", "7", *extra]
         assert main(argv) == 0
         return out
