@@ -65,7 +65,9 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path | None = None, 
         for key in LOSS_KEYS:
             xs, ys = _series(train, key)
             if xs:
-                ax_loss.plot(xs, _smooth(ys, smooth), styles[key], color=color_of(i, key), label=f"{tag}{key}", lw=1)
+                ax_loss.plot(
+                    xs, _smooth(ys, smooth), styles[key], color=color_of(i, key), label=f"{tag}{key}", lw=1
+                )
         for key in sorted({k for r in evals for k in r if k.startswith("eval_") and k.endswith("loss")}):
             xs, ys = _series(evals, key)
             ax_loss.plot(xs, ys, "o-", color=color_of(i, key), label=f"{tag}{key}", ms=4, lw=1, alpha=0.7)
@@ -73,14 +75,25 @@ def plot_runs(run_dirs: Sequence[str | Path], output: str | Path | None = None, 
         for j, key in enumerate(acc_keys):
             xs, ys = _series(train, key)
             ax_acc.plot(
-                xs, _smooth(ys, smooth), ["-", "--", ":", "-."][j % 4], color=color_of(i, key), label=f"{tag}{key}", lw=1
+                xs,
+                _smooth(ys, smooth),
+                ["-", "--", ":", "-."][j % 4],
+                color=color_of(i, key),
+                label=f"{tag}{key}",
+                lw=1,
             )
         eval_acc = sorted({k for r in evals for k in r if k.startswith("eval_") and k.endswith("accuracy")})
         markers = "os^dv"
         for j, key in enumerate(eval_acc):
             xs, ys = _series(evals, key)
             ax_acc.plot(
-                xs, ys, markers[j % len(markers)] + "-", color=color_of(i, key), label=f"{tag}{key}", ms=5, lw=1.5
+                xs,
+                ys,
+                markers[j % len(markers)] + "-",
+                color=color_of(i, key),
+                label=f"{tag}{key}",
+                ms=5,
+                lw=1.5,
             )
         xs, ys = _series(train, "lr")
         if xs:
