@@ -372,8 +372,8 @@ def load_tf_checkpoint(
         config: an `AlbertConfig`, a path to ``albert_config.json`` (released, brightmart's or Hugging
             Face's), or None to look for one next to the checkpoint (and in a TF-Hub ``assets/``).
         head: ``auto`` (from the variables: ``output_weights`` -> classification, ``cls/squad`` -> question
-            answering, ``answer_class`` -> the SQuAD 2.0 head, ``cls/predictions`` + ``cls/seq_relationship`` -> pretraining, ...), one of
-            `HEADS`, or None for the bare encoder.
+            answering, ``answer_class`` -> the SQuAD 2.0 head, ``cls/predictions`` +
+            ``cls/seq_relationship`` -> pretraining, ...), one of `HEADS`, or None for the bare encoder.
         allow_unused: log variables that no rule uses instead of raising.
         verify: check every tensor's CRC32C (on by default).
 
