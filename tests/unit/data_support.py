@@ -147,3 +147,30 @@ def make_wordpiece_tokenizer(vocab_file: Path) -> Any:
     except ImportError:
         return WordPieceStandIn(vocab_file)
     return load_tokenizer(vocab_file)
+
+
+def wiki_documents() -> list[list[str]]:
+    """The committed wiki excerpt as documents (lists of sentences)."""
+    docs: list[list[str]] = []
+    cur: list[str] = []
+    for line in WIKI_SAMPLE.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            cur.append(line.strip())
+        elif cur:
+            docs.append(cur)
+            cur = []
+    return docs + ([cur] if cur else [])
+
+
+def planted_order_documents(n: int = 3, max_chars: int = 120) -> list[list[str]]:
+    """``n``-sentence documents of the wiki excerpt's short sentences, the first opening with "Overview:":
+    an in-order SOP pair then starts with it and a swapped one has it right after [SEP] -- an order cue
+    that needs no reading (each document fits one chunk of 128 tokens)."""
+    sents = [s for d in wiki_documents() for s in d if len(s) < max_chars]
+    return [["Overview: " + sents[i], *sents[i + 1 : i + n]] for i in range(0, len(sents) - n + 1, n)]
+
+
+def write_documents(path: Path, docs: list[list[str]]) -> Path:
+    """Documents in the original's input format: a sentence per line, a blank line between documents."""
+    path.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+    return path

@@ -7,11 +7,13 @@ import json
 import sys
 from pathlib import Path
 
-HELP = "inspect a prepared pretraining DATA_DIR (stats, verify)"
+HELP = "inspect a prepared pretraining DATA_DIR (stats, cues, verify)"
 DESCRIPTION = """Inspect a DATA_DIR made by `albert prepare`.
 
   albert data stats DATA_DIR            counts, length histogram, masked fraction, 80/10/10, spans, labels
   albert data stats DATA_DIR --json
+  albert data cues TRAIN_DIR HELDOUT_DIR  held-out SOP accuracy from shallow features alone (the floors
+                                        a pretraining run's SOP accuracy must beat to mean anything)
   albert data verify DATA_DIR           recompute every shard's sha256 against the manifest
 """
 
@@ -26,6 +28,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     s.add_argument("--epoch", type=int, default=0, help="dynamic masking: the epoch whose masks to measure")
     s.add_argument("--check", action="store_true", help="exit 1 unless every check is within 1 point")
+    c = sub.add_parser(
+        "cues", help="held-out SOP accuracy of shallow features (majority, boundary tokens, overlap)"
+    )
+    c.add_argument("data_dir", type=Path, metavar="TRAIN_DIR", help="fit the logistic regressions here")
+    c.add_argument("eval_dir", type=Path, metavar="HELDOUT_DIR", help="measure their accuracy here")
+    c.add_argument("--sample", type=int, default=50000, help="instances drawn from each DATA_DIR")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--json", action="store_true", help="machine-readable output")
     v = sub.add_parser("verify", help="check every shard's sha256 against the manifest")
     v.add_argument("data_dir", type=Path)
 
@@ -34,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from albert.data.documents import DataError
 
     if not getattr(args, "data_command", None):
-        print("usage: albert data {stats,verify} DATA_DIR", file=sys.stderr)
+        print("usage: albert data {stats,cues,verify} DATA_DIR", file=sys.stderr)
         return 2
     try:
         if args.data_command == "verify":
@@ -43,6 +53,12 @@ def run(args: argparse.Namespace) -> int:
             manifest = load_manifest(args.data_dir)
             verify_shards(args.data_dir, manifest)
             print(f"{args.data_dir}: {len(manifest['shards'])} shards ok")
+            return 0
+        if args.data_command == "cues":
+            from albert.data.cues import format_cues, sop_cues
+
+            cues = sop_cues(args.data_dir, args.eval_dir, sample=args.sample, seed=args.seed)
+            print(json.dumps(cues, indent=1) if args.json else format_cues(cues))
             return 0
         from albert.data.stats import compute_stats, format_stats
 
