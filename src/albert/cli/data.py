@@ -34,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.add_argument("data_dir", type=Path, metavar="TRAIN_DIR", help="fit the logistic regressions here")
     c.add_argument("eval_dir", type=Path, metavar="HELDOUT_DIR", help="measure their accuracy here")
     c.add_argument("--sample", type=int, default=50000, help="instances drawn from each DATA_DIR")
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--seed", type=int, default=0, help="seeds the instance draws and the regression")
     c.add_argument("--json", action="store_true", help="machine-readable output")
     v = sub.add_parser("verify", help="check every shard's sha256 against the manifest")
     v.add_argument("data_dir", type=Path)
