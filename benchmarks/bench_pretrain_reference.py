@@ -39,8 +39,9 @@ On the paragraph-unit data of ``scripts/demo.py --units paragraphs`` (same day; 
     baselines (most frequent token / majority)   MLM  5.3%  SOP 69.5%
 
 Neither learns sentence order in 10 minutes on either kind of unit: every SOP figure above is within two
-standard errors (one is about 1.5 points here) of the floors that ``albert data cues`` measures without reading -- 51.7-53.5%
-on sentence units, 69.5-72.9% on paragraph units (where the A/B token overlap spots the off-topic pairs).
+standard errors (one is about 1.5 points here) of the floors that ``albert data cues`` measures without
+reading -- 51.7-53.5% on sentence units, 69.5-72.9% on paragraph units (where the A/B token overlap spots
+the off-topic pairs).
 ``--minutes 5 --only reference`` runs one side alone.
 """
 
