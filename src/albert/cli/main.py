@@ -29,6 +29,12 @@ COMMANDS: dict[str, str] = {
 }
 
 
+def _version() -> str:
+    from albert import __version__
+
+    return __version__
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser; only ``command``'s arguments are built (some, like finetune's task table, import the
     library), so that ``albert --help`` and every command start fast. None: just the command list."""
@@ -37,7 +43,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="ALBERT in PyTorch: build vocabularies, prepare data, pretrain, convert released "
         "checkpoints, fine-tune and evaluate.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging and full tracebacks")
+    parser.add_argument("--version", action="version", version=f"albert {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)

@@ -1,0 +1,176 @@
+"""File facts that everything shares: atomic writes (with fsync), JSON-lines reading with file:line errors,
+and the protobuf varint (the SentencePiece model and TF checkpoint readers both parse protobuf by hand).
+
+The bottom of the import order: this module imports nothing from ``albert``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, TextIO
+
+__all__ = [
+    "TMP_PREFIX",
+    "JsonlError",
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "atomic_write_text",
+    "fsync_dir",
+    "fsync_tree",
+    "iter_jsonl",
+    "read_varint",
+    "write_varint",
+]
+
+# Temporaries start with this prefix, so readers and cleanup recognise (and skip) them.
+TMP_PREFIX = ".tmp-"
+FILE_MODE = 0o644
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory so that a rename inside it survives power loss (a no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def fsync_tree(path: str | Path) -> None:
+    """fsync every file and directory under ``path`` (before renaming a freshly written directory)."""
+    for d, _, files in os.walk(path):
+        for name in files:
+            with open(os.path.join(d, name), "rb") as f:
+                os.fsync(f.fileno())
+        fsync_dir(d)
+
+
+def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
+    """Write ``path`` atomically: ``write(tmp)`` fills a temporary file in the same directory, which is
+    fsync'ed and renamed over ``path``. A crash (or an exception in ``write``) leaves the old file whole
+    and no temporary behind. ``write`` receives the temporary's path, so libraries that write by name
+    (``safetensors.save_file``, ``torch.save``) fit.
+    """
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
+    os.close(fd)
+    try:
+        os.chmod(tmp, FILE_MODE)
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (see :func:`atomic_write`)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    atomic_write(path, write)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> None:
+    """Write ``obj`` as JSON (with a final newline) to ``path`` atomically."""
+    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+
+
+class JsonlError(ValueError):
+    """A JSON-lines file has a line that is not a JSON object; the message names ``file:line``."""
+
+
+def iter_jsonl(
+    source: str | Path | TextIO | BinaryIO,
+    *,
+    name: str | None = None,
+    skip_invalid: bool = False,
+    objects_only: bool = True,
+) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, record)`` for each non-blank line of a JSON-lines file.
+
+    Args:
+        source: a path, or an open text/binary file (then ``name`` names it in errors).
+        name: the name used in error messages (default: the path).
+        skip_invalid: skip lines that are not valid JSON instead of raising (a metrics file whose last
+            line was cut by a kill).
+        objects_only: every record must be a JSON object.
+
+    Raises:
+        JsonlError: ``file:line: ...`` for a line that is not valid JSON (or not an object).
+    """
+    if isinstance(source, (str, Path)):
+        with open(source, encoding="utf-8") as f:
+            yield from iter_jsonl(
+                f, name=name or str(source), skip_invalid=skip_invalid, objects_only=objects_only
+            )
+        return
+    where = name or getattr(source, "name", "<stream>")
+    for lineno, raw in enumerate(source, start=1):
+        line: str = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            if skip_invalid:
+                continue
+            raise JsonlError(f"{where}:{lineno}: not valid JSON ({getattr(e, 'msg', e)})") from None
+        if objects_only and not isinstance(rec, dict):
+            if skip_invalid:
+                continue
+            raise JsonlError(f"{where}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+        yield lineno, rec
+
+
+def read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """Decode a protobuf base-128 varint at ``buf[pos]``; returns ``(value, next_pos)``.
+
+    Raises:
+        ValueError: the buffer ends inside the varint, or it is longer than 10 bytes.
+    """
+    value = shift = 0
+    start = pos
+    while True:
+        if pos >= len(buf):
+            raise ValueError(f"truncated varint at byte {start}")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError(f"varint longer than 10 bytes at byte {start}")
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append ``value`` (>= 0) to ``out`` as a protobuf base-128 varint."""
+    if value < 0:
+        raise ValueError(f"varint of a negative value {value}")
+    while True:
+        b = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return
