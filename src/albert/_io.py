@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ __all__ = [
     "JsonlError",
     "atomic_write",
     "atomic_write_bytes",
+    "atomic_write_dir",
     "atomic_write_json",
     "atomic_write_text",
     "fsync_dir",
@@ -72,6 +74,34 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_dir(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """Write the directory ``path`` atomically: ``write(tmp)`` fills a fresh temporary directory next to
+    it, whose files are fsync'ed before it is renamed into place. An existing ``path`` is moved aside
+    first and then deleted, so a crash leaves either the old directory or the new one complete (plus a
+    ``TMP_PREFIX`` leftover that cleanup may delete); an exception in ``write`` leaves the old one and no
+    temporary behind. Returns ``path``.
+    """
+    path = Path(path)
+    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        write(tmp)
+        fsync_tree(tmp)
+        if path.exists():
+            old = path.parent / f"{TMP_PREFIX}old-{path.name}.{os.getpid()}"
+            os.rename(path, old)
+            os.rename(tmp, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(tmp, path)
+        fsync_dir(path.parent)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
