@@ -10,9 +10,9 @@ Layout of one checkpoint (``RUN_DIR/checkpoints/step-00001000/``)::
     rank_states.pt                   per rank: RNG states (python, numpy, torch CPU, CUDA) and data position
     trainer_state.json               step, epoch, tokens seen, best metric, ... (human readable)
 
-Writes are atomic: everything goes to a hidden ``.tmp-*`` directory that is renamed into place only when
-complete, so a process killed during the write (SIGKILL, power loss after the fsyncs) leaves the previous
-checkpoints intact; stale temporary directories are removed by the next save. `latest_checkpoint` picks the
+Writes are atomic (`albert._io.atomic_write_dir`): everything goes to a hidden ``.tmp-*`` directory that is
+renamed into place only when complete, so a process killed during the write (SIGKILL, power loss after the
+fsyncs) leaves the previous checkpoints intact; stale temporary directories are removed by the next save. `latest_checkpoint` picks the
 complete checkpoint with the highest step.
 """
 
@@ -30,6 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from albert._io import TMP_PREFIX, atomic_write_dir
 
 logger = logging.getLogger(__name__)
 
@@ -71,28 +73,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ writing
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(path: Path) -> None:
-    for p in sorted(path.rglob("*")):
-        if p.is_file():
-            with open(p, "rb") as f:
-                os.fsync(f.fileno())
-    for d in sorted({p.parent for p in path.rglob("*")} | {path}):
-        _fsync_dir(d)
-
-
 def save_model(model: nn.Module, path: Path) -> None:
     """``model.save_pretrained(path)`` when the model has it, else its tensors as model.safetensors."""
     if hasattr(model, "save_pretrained"):
@@ -128,35 +108,25 @@ def write_checkpoint(
         on_save: ``callable(tmp_dir)`` writing extra files (e.g. the tokenizer) before the rename.
     """
     root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".tmp-*"):
+    for stale in root.glob(TMP_PREFIX + "*"):  # left by a process killed mid-write
         shutil.rmtree(stale, ignore_errors=True)
-    tmp = root / f".tmp-{name}-{os.getpid()}"
-    tmp.mkdir()
-    save_model(model, tmp)
-    if optimizer is not None:
-        torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
-    if extra_state is not None:
-        torch.save(extra_state, tmp / TRAINER_FILE)
-    if rank_states is not None:
-        torch.save(rank_states, tmp / RANK_STATES_FILE)
-    if on_save is not None:
-        on_save(tmp)
-    (tmp / STATE_FILE).write_text(
-        json.dumps(trainer_state, indent=2, sort_keys=True) + "\n", encoding="utf-8"
-    )
-    _fsync_tree(tmp)
-    final = root / name
-    if final.exists():
-        # Replacing (e.g. "best"): move the old one aside first; a crash between the renames leaves
-        # ".old-*" complete, and `latest_checkpoint` ignores hidden names either way.
-        old = root / f".old-{name}-{os.getpid()}"
-        os.rename(final, old)
-        os.rename(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, final)
-    _fsync_dir(root)
-    return final
+
+    def fill(tmp: Path) -> None:
+        save_model(model, tmp)
+        if optimizer is not None:
+            torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
+        if extra_state is not None:
+            torch.save(extra_state, tmp / TRAINER_FILE)
+        if rank_states is not None:
+            torch.save(rank_states, tmp / RANK_STATES_FILE)
+        if on_save is not None:
+            on_save(tmp)
+        (tmp / STATE_FILE).write_text(
+            json.dumps(trainer_state, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+        )
+
+    # Replacing ("best"): the old directory is moved aside first; `latest_checkpoint` ignores hidden names.
+    return atomic_write_dir(root / name, fill)
 
 
 def prune_checkpoints(root: Path, keep_last: int) -> list[Path]:
@@ -165,7 +135,7 @@ def prune_checkpoints(root: Path, keep_last: int) -> list[Path]:
     doomed = steps[:-keep_last] if keep_last > 0 else []
     for path in doomed:
         # rename first so that a crash mid-delete never leaves a half-deleted "complete" checkpoint
-        trash = root / f".tmp-del-{path.name}"
+        trash = root / f"{TMP_PREFIX}del-{path.name}"
         os.rename(path, trash)
         shutil.rmtree(trash, ignore_errors=True)
     return doomed

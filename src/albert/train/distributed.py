@@ -106,15 +106,6 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any] | None:
     return out
 
 
-def broadcast_object(obj: Any, info: DistInfo) -> Any:
-    """Rank 0's ``obj`` on every rank."""
-    if not info.enabled:
-        return obj
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 class _RankFilter(logging.Filter):
     def __init__(self, rank: int) -> None:
         super().__init__()
