@@ -18,12 +18,8 @@ sys.path.insert(0, str(FIXTURES / "tokenizer"))
 import tokenizer_support as ts  # noqa: E402
 
 from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer, preprocess_text  # noqa: E402
-from albert.tokenizer.spiece import (  # noqa: E402
-    SPIECE_UNDERLINE,
-    _aligned_preprocess,
-    _is_digit_comma,
-    _offsets_from_proto,
-)
+from albert.tokenizer.preprocess import aligned_preprocess  # noqa: E402
+from albert.tokenizer.spiece import SPIECE_UNDERLINE, _is_digit_comma, _offsets_from_proto  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -111,7 +107,7 @@ def test_aligned_preprocess_matches_whole_string_for_every_bmp_character(options
     for start in range(0, 0x10000, block):
         chars = [chr(c) for c in range(start, start + block) if not 0xD800 <= c <= 0xDFFF]
         text = "x".join(chars) + " Σ ΑΣ"
-        res = _aligned_preprocess(text, remove_space, keep_accents, lower)
+        res = aligned_preprocess(text, remove_space, keep_accents, lower)
         assert res is not None, hex(start)
         out, starts, ends = res
         if starts is None or ends is None:  # identity alignment
@@ -124,18 +120,18 @@ def test_aligned_preprocess_matches_whole_string_for_every_bmp_character(options
 
 
 def test_aligned_preprocess_identity_fast_path() -> None:
-    assert _aligned_preprocess("Plain ASCII, single spaces.", True, False, True) == (
+    assert aligned_preprocess("Plain ASCII, single spaces.", True, False, True) == (
         "plain ascii, single spaces.",
         None,
         None,
     )
-    assert _aligned_preprocess("two  spaces", True, False, True)[1] is not None  # type: ignore[index]
-    assert _aligned_preprocess("caf\u00e9", True, False, True)[1] is not None  # type: ignore[index]
+    assert aligned_preprocess("two  spaces", True, False, True)[1] is not None  # type: ignore[index]
+    assert aligned_preprocess("caf\u00e9", True, False, True)[1] is not None  # type: ignore[index]
 
 
 def test_aligned_preprocess_spans() -> None:
     text = "  Cafe\u0301  ``Ok''"
-    out, starts, ends = _aligned_preprocess(text, True, False, True)  # type: ignore[misc]
+    out, starts, ends = aligned_preprocess(text, True, False, True)  # type: ignore[misc]
     assert out == 'cafe "ok"'
     spans = [text[s:e] for s, e in zip(starts, ends)]
     # the dropped combining accent widens the span of "e"; the joining space spans the whitespace run
@@ -166,6 +162,18 @@ def test_offsets_path_gives_the_same_ids(tok: AlbertTokenizer, sentences: list[s
     with_offsets = tok._encode_offsets_batch(texts, 2)
     assert [ids for ids, _ in with_offsets] == tok._encode_ids_batch(texts, 2)
     assert tok.offset_fallbacks == 0
+
+
+def test_encode_ids_batch_is_encode_ids_of_each(tok: AlbertTokenizer, sentences: list[str]) -> None:
+    texts = [*ts.HARD_CASES, *sentences[:50]]
+    expected = [tok.encode_ids(t) for t in texts]
+    assert tok.encode_ids_batch(texts) == expected
+    assert tok.encode_ids_batch([t.encode("utf-8") for t in texts], num_workers=2) == expected
+    assert tok.encode_ids_batch([]) == []
+    with pytest.raises(TypeError, match="list of texts"):
+        tok.encode_ids_batch("one text")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"texts\[1\] is not valid UTF-8"):
+        tok.encode_ids_batch(["ok", b"\xff"])
 
 
 def test_offsets_into_the_original_text(tok: AlbertTokenizer, sentences: list[str]) -> None:

@@ -113,6 +113,7 @@ def test_offsets_chinese() -> None:
 def test_ids_and_offsets_paths_agree_and_batches(minilm: WordPieceTokenizer) -> None:
     texts = [*ts.HARD_CASES, *ts.real_sentences(100, seed=3)]
     assert [ids for ids, _ in minilm._encode_offsets_batch(texts, 1)] == minilm._encode_ids_batch(texts, 1)
+    assert minilm.encode_ids_batch(texts) == [minilm.encode_ids(t) for t in texts]
     expected = [minilm.encode(t, max_length=32, return_offsets=True) for t in texts]
     old = minilm.process_pool_min_batch
     minilm.process_pool_min_batch = 10  # force the worker processes

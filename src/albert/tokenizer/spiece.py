@@ -2,12 +2,7 @@
 
 The original pipeline (google-research/albert tokenization.py, `preprocess_text` + `encode_pieces`):
 
-1. whitespace collapsed: ``" ".join(text.strip().split())``;
-2. ``` `` ``` and ``''`` -> ``"`` (from XLNet's prepro_utils.py, which ALBERT's tokenization was derived
-   from; ALBERT's own `preprocess_text` dropped the line, transformers' AlbertTokenizer has it. We follow
-   transformers: it only matters for those two quote digraphs);
-3. NFKD and every combining character dropped, unless ``keep_accents``;
-4. lower-casing of the whole string when ``do_lower_case``;
+1.-4. whitespace, quotes, NFKD and lower-casing: `albert.tokenizer.preprocess.preprocess_text`;
 5. SentencePiece, then every piece that ends in a digit followed by "," (``"▁1999,"``) is encoded again
    without the comma, and the comma appended as its own piece (BERT README, "Tokenization").
 
@@ -15,26 +10,26 @@ Ids are computed by SentencePiece's C++ encoder for whole batches (threads, GIL 
 side is whitespace/quote/case handling, with Unicode normalization only for non-ASCII text.
 
 Offsets: steps 1-4 are done a second time character by character, recording for every output
-character the span of input characters it came from; SentencePiece's own offsets (into its input,
-step 4's output) are then mapped through that table. The character-wise result is checked against
-the whole-string one; where they differ (never seen in practice) the spans of that text fall back to
-the whole text and a counter is increased (`AlbertTokenizer.offset_fallbacks`).
+character the span of input characters it came from (`albert.tokenizer.preprocess.aligned_preprocess`);
+SentencePiece's own offsets (into its input, step 4's output) are then mapped through that table. The
+character-wise result is checked against the whole-string one; where they differ (never seen in
+practice) the spans of that text fall back to the whole text and a counter is increased
+(`AlbertTokenizer.offset_fallbacks`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
-import unicodedata
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import sentencepiece as spm
 
+from albert._io import atomic_write_bytes, read_varint
 from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
+from albert.tokenizer.preprocess import aligned_preprocess, preprocess_text
 
 __all__ = ["AlbertTokenizer", "preprocess_text", "SPIECE_UNDERLINE"]
 
@@ -51,141 +46,10 @@ DEFAULT_SPECIAL_TOKENS = {
     "mask_token": "[MASK]",
 }
 
-_WORD = re.compile(r"\S+")  # \S is exactly the complement of what str.split() splits on
-_QUOTES = re.compile(r"``|''")
-
-
-def preprocess_text(
-    text: str, *, remove_space: bool = True, keep_accents: bool = False, do_lower_case: bool = True
-) -> str:
-    """ALBERT's text normalization before SentencePiece (steps 1-4 of the module docstring)."""
-    out = " ".join(text.strip().split()) if remove_space else text
-    if "``" in out or "''" in out:
-        out = out.replace("``", '"').replace("''", '"')
-    if not keep_accents and not out.isascii():
-        out = unicodedata.normalize("NFKD", out)
-        out = "".join(c for c in out if not unicodedata.combining(c))
-    if do_lower_case:
-        out = out.lower()
-    return out
-
-
-@lru_cache(maxsize=65536)
-def _strip_char(c: str) -> str:
-    """NFKD of one character with the combining characters dropped."""
-    d = unicodedata.normalize("NFKD", c)
-    return "".join(x for x in d if not unicodedata.combining(x))
-
-
-def _aligned_preprocess(
-    text: str, remove_space: bool, keep_accents: bool, do_lower_case: bool
-) -> tuple[str, list[int] | None, list[int] | None] | None:
-    """`preprocess_text` plus, for each output character, the [start, end) span of input it came from.
-
-    The spans are None when output character j comes from input character j (most real sentences:
-    single spaces, ASCII). Returns None when the character-wise result differs from the whole-string one.
-    """
-    if (
-        (text.isascii() or keep_accents)
-        and "``" not in text
-        and "''" not in text
-        and (not remove_space or text == " ".join(text.split()))
-    ):
-        out = text.lower() if do_lower_case else text
-        if len(out) == len(text):
-            return out, None, None
-    # 1. whitespace: words joined by one space; a joining space spans the whitespace run it replaced.
-    if remove_space:
-        chars: list[str] = []
-        starts: list[int] = []
-        ends: list[int] = []
-        prev_end = -1
-        for m in _WORD.finditer(text):
-            s, e = m.span()
-            if prev_end >= 0:
-                chars.append(" ")
-                starts.append(prev_end)
-                ends.append(s)
-            chars.append(m.group())
-            starts.extend(range(s, e))
-            ends.extend(range(s + 1, e + 1))
-            prev_end = e
-        out = "".join(chars)
-    else:
-        out = text
-        starts = list(range(len(text)))
-        ends = list(range(1, len(text) + 1))
-    # 2. `` and '' -> "  (one output character spanning both input characters)
-    if "``" in out or "''" in out:
-        pieces: list[str] = []
-        new_s: list[int] = []
-        new_e: list[int] = []
-        pos = 0
-        for m in _QUOTES.finditer(out):
-            a, b = m.span()
-            pieces.append(out[pos:a])
-            new_s.extend(starts[pos:a])
-            new_e.extend(ends[pos:a])
-            pieces.append('"')
-            new_s.append(starts[a])
-            new_e.append(ends[b - 1])
-            pos = b
-        pieces.append(out[pos:])
-        new_s.extend(starts[pos:])
-        new_e.extend(ends[pos:])
-        out, starts, ends = "".join(pieces), new_s, new_e
-    # 3. NFKD, combining characters dropped; a dropped character widens the span of the character
-    #    before it, so that "e\u0301" maps back to both input characters.
-    if not keep_accents and not out.isascii():
-        pieces = []
-        new_s = []
-        new_e = []
-        for c, s, e in zip(out, starts, ends):
-            d = c if c.isascii() else _strip_char(c)
-            if d:
-                pieces.append(d)
-                new_s.extend([s] * len(d))
-                new_e.extend([e] * len(d))
-            elif new_e and new_e[-1] == s:
-                tail = new_e[-1]
-                k = len(new_e) - 1
-                while k >= 0 and new_e[k] == tail:  # every output char of the previous input char
-                    new_e[k] = e
-                    k -= 1
-        out, starts, ends = "".join(pieces), new_s, new_e
-    # 4. lower-casing: whole string (context-dependent final sigma); only U+0130 changes length.
-    if do_lower_case:
-        lowered = out.lower()
-        if len(lowered) != len(out):
-            new_s, new_e = [], []
-            for c, s, e in zip(out, starts, ends):
-                n = len(c.lower())
-                new_s.extend([s] * n)
-                new_e.extend([e] * n)
-            starts, ends = new_s, new_e
-        out = lowered
-    if not text.isascii() and out != preprocess_text(
-        text, remove_space=remove_space, keep_accents=keep_accents, do_lower_case=do_lower_case
-    ):  # (for ASCII text every step above is exact by construction)
-        return None
-    return out, starts, ends
-
-
 # ------------------------------------------------------------------------------------------------------
 # SentencePiece offsets. sentencepiece >= 0.2.3 returns them directly ("offset_mapping"); older versions
 # only as a serialized SentencePieceText proto, read here by a minimal wire-format parser.
 # ------------------------------------------------------------------------------------------------------
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
 
 
 def _parse_spt(buf: bytes) -> list[tuple[int, str, int, int]]:
@@ -193,18 +57,18 @@ def _parse_spt(buf: bytes) -> list[tuple[int, str, int, int]]:
     out = []
     pos, n = 0, len(buf)
     while pos < n:
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         field, wire = key >> 3, key & 7
         if wire == 2:
-            length, pos = _varint(buf, pos)
+            length, pos = read_varint(buf, pos)
             if field == 2:  # SentencePiece message
                 sub, spos, end = buf, pos, pos + length
                 piece, pid, begin, stop = "", 0, 0, 0
                 while spos < end:
-                    k, spos = _varint(sub, spos)
+                    k, spos = read_varint(sub, spos)
                     f, w = k >> 3, k & 7
                     if w == 0:
-                        v, spos = _varint(sub, spos)
+                        v, spos = read_varint(sub, spos)
                         if f == 2:
                             pid = v
                         elif f == 4:
@@ -212,7 +76,7 @@ def _parse_spt(buf: bytes) -> list[tuple[int, str, int, int]]:
                         elif f == 5:
                             stop = v
                     elif w == 2:
-                        ln, spos = _varint(sub, spos)
+                        ln, spos = read_varint(sub, spos)
                         if f == 1:
                             piece = sub[spos : spos + ln].decode("utf-8")
                         spos += ln
@@ -225,7 +89,7 @@ def _parse_spt(buf: bytes) -> list[tuple[int, str, int, int]]:
                 out.append((pid, piece, begin, stop))
             pos += length
         elif wire == 0:
-            _, pos = _varint(buf, pos)
+            _, pos = read_varint(buf, pos)
         elif wire == 5:
             pos += 4
         elif wire == 1:
@@ -400,7 +264,7 @@ class AlbertTokenizer(Tokenizer):
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         model = d / "spiece.model"
-        model.write_bytes(self._model_bytes)
+        atomic_write_bytes(model, self._model_bytes)
         names = self.special_tokens
         # transformers' AlbertTokenizer makes [MASK] an AddedToken that swallows the space before it.
         mask = {
@@ -562,7 +426,7 @@ class AlbertTokenizer(Tokenizer):
     def _encode_offsets_batch(self, texts: list[str], num_workers: int) -> list[tuple[list[int], Offsets]]:
         aligned = []
         for t in texts:
-            a = _aligned_preprocess(t, self.remove_space, self.keep_accents, self.do_lower_case)
+            a = aligned_preprocess(t, self.remove_space, self.keep_accents, self.do_lower_case)
             if a is None:  # character-wise and whole-string preprocessing disagree: whole-text spans
                 self.offset_fallbacks += 1
                 p = self.preprocess(t)

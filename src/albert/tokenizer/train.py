@@ -32,9 +32,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import sentencepiece as spm
 
+from albert._io import atomic_write_text
 from albert.tokenizer.corpus import iter_corpus_lines
 from albert.tokenizer.spiece import AlbertTokenizer, preprocess_text
 
@@ -147,7 +149,8 @@ def train_sentencepiece(
     Raises:
         ValueError: no usable text, a vocabulary larger than the corpus supports, bad input files.
     """
-    if vocab_size < 6 + len(tuple(user_defined_symbols)):
+    symbols = list(user_defined_symbols)
+    if vocab_size < 6 + len(symbols):
         raise ValueError(f"vocab_size={vocab_size} is too small for the special and user-defined symbols")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -160,51 +163,26 @@ def train_sentencepiece(
             f"read {stats.lines_read:,} lines ({stats.chars_used:,} characters); training a {model_type} "
             f"model of {vocab_size:,} pieces on {len(sample):,} of them"
         )
-    model = io.BytesIO()
-    spm.set_random_generator_seed(seed)
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(sample),
-            model_writer=model,
-            model_type=model_type,
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            pad_id=0,
-            unk_id=1,
-            bos_id=-1,
-            eos_id=-1,
-            pad_piece="<pad>",
-            unk_piece="<unk>",
-            control_symbols=list(ALBERT_CONTROL_SYMBOLS),
-            user_defined_symbols=list(user_defined_symbols),
-            shuffle_input_sentence=True,
-            input_sentence_size=input_sentence_size,
-            max_sentence_length=max_sentence_length,
-            num_threads=num_threads,
-            minloglevel=0 if sentencepiece_log else 2,
-        )
-    except RuntimeError as e:
-        msg = str(e).strip()
-        if stats.lines_used == 0:
-            raise ValueError(f"no text in {', '.join(map(str, inputs))}") from None
-        if "Vocabulary size" in msg or "vocab_size" in msg:
-            raise ValueError(
-                f"vocab_size={vocab_size} is too large for this corpus ({stats.lines_used:,} lines, "
-                f"{stats.chars_used:,} characters): {msg}"
-            ) from None
-        raise ValueError(f"SentencePiece training failed: {msg}") from None
+    flags = {
+        "model_type": model_type,
+        "vocab_size": vocab_size,
+        "character_coverage": character_coverage,
+        "user_defined_symbols": symbols,
+        "input_sentence_size": input_sentence_size,
+        "max_sentence_length": max_sentence_length,
+        "num_threads": num_threads,
+        "minloglevel": 0 if sentencepiece_log else 2,
+    }
+    model = _train_model(sample, flags, seed, inputs, stats)
     stats.seconds = time.monotonic() - t0
     tok = AlbertTokenizer.from_bytes(
-        model.getvalue(),
+        model,
         source=str(out / "spiece.model"),
         do_lower_case=do_lower_case,
         keep_accents=keep_accents,
     )
     stats.files = tok.save_pretrained(out)
-    vocab_file = out / "spiece.vocab"
-    with vocab_file.open("w", encoding="utf-8") as f:  # piece <TAB> score, as spm_train writes it
-        for i in range(tok.vocab_size):
-            f.write(f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i):g}\n")
+    vocab_file = _write_vocab_file(tok, out / "spiece.vocab")
     stats.files.append(vocab_file)
     if progress is not None:
         progress(
@@ -212,3 +190,44 @@ def train_sentencepiece(
             f"in {stats.seconds:.1f}s -> {out}"
         )
     return tok, stats
+
+
+def _train_model(
+    sample: list[str], flags: dict[str, Any], seed: int, inputs: Sequence[str | Path], stats: TrainStats
+) -> bytes:
+    """The serialized model SentencePiece trains on ``sample`` with ALBERT's fixed flags (module docstring)
+    plus ``flags``; its errors become ``ValueError``s that say what to change."""
+    model = io.BytesIO()
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sample),
+            model_writer=model,
+            pad_id=0,
+            unk_id=1,
+            bos_id=-1,
+            eos_id=-1,
+            pad_piece="<pad>",
+            unk_piece="<unk>",
+            control_symbols=list(ALBERT_CONTROL_SYMBOLS),
+            shuffle_input_sentence=True,
+            **flags,
+        )
+    except RuntimeError as e:
+        msg = str(e).strip()
+        if stats.lines_used == 0:
+            raise ValueError(f"no text in {', '.join(map(str, inputs))}") from None
+        if "Vocabulary size" in msg or "vocab_size" in msg:
+            raise ValueError(
+                f"vocab_size={flags['vocab_size']} is too large for this corpus ({stats.lines_used:,} lines, "
+                f"{stats.chars_used:,} characters): {msg}"
+            ) from None
+        raise ValueError(f"SentencePiece training failed: {msg}") from None
+    return model.getvalue()
+
+
+def _write_vocab_file(tok: AlbertTokenizer, path: Path) -> Path:
+    """``piece <TAB> score`` per line, as spm_train writes its ``.vocab``."""
+    lines = (f"{tok.sp.id_to_piece(i)}\t{tok.sp.get_score(i):g}\n" for i in range(tok.vocab_size))
+    atomic_write_text(path, "".join(lines))
+    return path

@@ -26,9 +26,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from albert._io import atomic_write_text
 from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
 
-__all__ = ["WordPieceTokenizer", "load_vocab"]
+__all__ = ["WordPieceTokenizer", "is_cjk_codepoint", "load_vocab"]
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +82,14 @@ def load_vocab(path: str | Path) -> list[str]:
 _KEEP, _DROP, _SPACE, _CJK = 0, 1, 2, 3
 
 
-def _is_cjk(cp: int) -> bool:
-    # The CJK Unified Ideographs blocks and their extensions, as in the original _is_chinese_char.
+def is_cjk_codepoint(cp: int) -> bool:
+    """Is code point ``cp`` a CJK ideograph (the original tokenization.py ``_is_chinese_char``)?
+
+    The CJK Unified Ideographs blocks, their extensions A-E and the compatibility ideographs. Hangul and
+    kana are other blocks and, as the original's comment says, handled like any other script. The one
+    definition of "a Chinese character" in the package: WordPiece puts spaces around these, and
+    ``albert prepare --zh-whole-word`` groups them into jieba words.
+    """
     return (
         0x4E00 <= cp <= 0x9FFF
         or 0x3400 <= cp <= 0x4DBF
@@ -108,7 +115,7 @@ def _clean_class(c: str) -> int:
         return _DROP
     if cat == "Zs":
         return _SPACE
-    if _is_cjk(cp):
+    if is_cjk_codepoint(cp):
         return _CJK
     return _KEEP
 
@@ -252,7 +259,7 @@ class WordPieceTokenizer(Tokenizer):
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
         vocab = d / "vocab.txt"
-        vocab.write_text("".join(t + "\n" for t in self._tokens), encoding="utf-8")
+        atomic_write_text(vocab, "".join(t + "\n" for t in self._tokens))
         specials = dict(self.special_tokens)
         cfg = {
             "tokenizer_class": "BertTokenizer",
