@@ -73,6 +73,9 @@ class SpmStandIn:
     def encode_ids(self, text: str) -> list[int]:
         return list(self.sp.encode(text))
 
+    def encode_ids_batch(self, texts: list[str], num_workers: int = 1) -> list[list[int]]:
+        return [list(x) for x in self.sp.encode(list(texts), num_threads=num_workers)]
+
     def tokenize(self, text: str) -> list[str]:
         return list(self.sp.encode(text, out_type=str))
 
@@ -132,6 +135,9 @@ class WordPieceStandIn:
 
     def encode_ids(self, text: str) -> list[int]:
         return list(self.hf(text, add_special_tokens=False)["input_ids"])
+
+    def encode_ids_batch(self, texts: list[str], num_workers: int = 1) -> list[list[int]]:
+        return [self.encode_ids(t) for t in texts]
 
     def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
         enc = self.hf(text, add_special_tokens=False, return_offsets_mapping=True)

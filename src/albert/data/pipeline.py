@@ -72,6 +72,7 @@ from albert.data.shards import (
     token_dtype,
     write_shard,
 )
+from albert.tokenizer.wordpiece import is_cjk_codepoint
 
 logger = logging.getLogger(__name__)
 
@@ -232,20 +233,9 @@ def _build_in_worker(job: ShardJob) -> dict[str, Any]:
 
 
 def _encode_sentences(tok: Any, sentences: list[str]) -> list[list[int]]:
-    """``tok.encode_ids`` of each sentence; one batched call per document when the tokenizer has one.
-
-    albert.tokenizer's ``encode_ids`` goes through its batch path with a one-element list, which costs about
-    four times a direct SentencePiece call per sentence; a document at a time amortizes that.
-    """
-    batch = getattr(tok, "_encode_ids_batch", None)
-    if batch is not None and sentences:
-        return [list(x) for x in batch(sentences, 1)]
-    return [tok.encode_ids(s) for s in sentences]
-
-
-def _is_cjk_char(ch: str) -> bool:
-    o = ord(ch)
-    return 0x4E00 <= o <= 0x9FFF or 0x3400 <= o <= 0x4DBF or 0xF900 <= o <= 0xFAFF or 0x20000 <= o <= 0x2FA1F
+    """``tok.encode_ids`` of each sentence, in one batched call per document (``encode_ids`` one sentence at
+    a time costs about four times as much: each call pays the batch path's overhead)."""
+    return [list(x) for x in tok.encode_ids_batch(sentences)] if sentences else []
 
 
 def _zh_word_starts(ctx: _Context, sentence: str) -> tuple[list[int], list[bool]]:
@@ -260,7 +250,7 @@ def _zh_word_starts(ctx: _Context, sentence: str) -> tuple[list[int], list[bool]
     flags = []
     for tid, (s, e) in zip(ids, offsets):
         start = bool(ctx.start_table[tid])
-        if start and s < e and _is_cjk_char(sentence[s]):
+        if start and s < e and is_cjk_codepoint(ord(sentence[s])):
             start = s in word_starts
         flags.append(start)
     return list(ids), flags
