@@ -19,11 +19,12 @@ import json
 import logging
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
+
+from albert._io import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
-Sharing = Literal["all", "attention", "ffn", "none"]
 SHARING_MODES: tuple[str, ...] = ("all", "attention", "ffn", "none")
 ACTIVATIONS: tuple[str, ...] = ("gelu_tanh", "gelu", "relu", "tanh", "silu")
 
@@ -153,6 +154,46 @@ class AlbertConfig:
         num_hidden_groups)``)."""
         return int(layer / self.num_hidden_layers * self.num_hidden_groups)
 
+    # The sharing -> blocks rule (paper Table 4). The encoder keeps its attention and feed-forward blocks in
+    # two flat lists; a sub-layer that the layers of a group share has one block per (group, inner layer),
+    # one that is not shared has one block per (layer, inner layer):
+    #     all: G*I attention + G*I FFN    attention: G*I + L*I    ffn: L*I + G*I    none: L*I + L*I
+    @property
+    def shares_attention(self) -> bool:
+        """True when the layers of a group share their attention sub-layers (sharing all | attention)."""
+        return self.sharing in ("all", "attention")
+
+    @property
+    def shares_ffn(self) -> bool:
+        """True when the layers of a group share their feed-forward sub-layers (sharing all | ffn)."""
+        return self.sharing in ("all", "ffn")
+
+    @property
+    def num_attention_blocks(self) -> int:
+        """Distinct attention blocks of the encoder: G * I when shared, else L * I."""
+        return self._num_blocks(self.shares_attention)
+
+    @property
+    def num_ffn_blocks(self) -> int:
+        """Distinct feed-forward blocks of the encoder: G * I when shared, else L * I."""
+        return self._num_blocks(self.shares_ffn)
+
+    def attention_block(self, layer: int, inner: int) -> int:
+        """Index of the attention block that inner layer ``inner`` of depth ``layer`` uses."""
+        return self._block(self.shares_attention, layer, inner)
+
+    def ffn_block(self, layer: int, inner: int) -> int:
+        """Index of the feed-forward block that inner layer ``inner`` of depth ``layer`` uses."""
+        return self._block(self.shares_ffn, layer, inner)
+
+    def _num_blocks(self, shared: bool) -> int:
+        outer = self.num_hidden_groups if shared else self.num_hidden_layers
+        return outer * self.inner_group_num
+
+    def _block(self, shared: bool, layer: int, inner: int) -> int:
+        outer = self.group_of_layer(layer) if shared else layer
+        return outer * self.inner_group_num + inner
+
     def replace(self, **changes: Any) -> AlbertConfig:
         return dataclasses.replace(self, **changes)
 
@@ -183,9 +224,10 @@ class AlbertConfig:
         if self.model_type == "albert":
             d["architectures"] = ["AlbertForPreTraining"]
             if self.sharing == "none":
-                # Hugging Face expresses "no sharing" as one group per layer.
+                # Hugging Face expresses "no sharing" as one group per layer; the groups the user asked for
+                # are kept under our own key and read back first by `from_dict`.
                 d["num_hidden_groups"] = self.num_hidden_layers
-                d["inner_group_num"] = self.inner_group_num
+                d["albert_num_hidden_groups"] = self.num_hidden_groups
         else:
             d["architectures"] = ["BertForPreTraining"]
             d["classifier_dropout"] = None
@@ -234,11 +276,8 @@ class AlbertConfig:
         for key, value in d.items():
             if key in names and key not in kwargs:
                 kwargs[key] = value
-        if kwargs.get("sharing") == "none" and kwargs.get("model_type") == "albert":
-            # stored with one group per layer for Hugging Face; inside we keep what the user asked for
-            kwargs["num_hidden_groups"] = d.get(
-                "albert_num_hidden_groups", kwargs.get("num_hidden_groups", 1)
-            )
+        if "albert_num_hidden_groups" in d:  # written by `to_hf_dict` (no sharing: one group per layer)
+            kwargs["num_hidden_groups"] = d["albert_num_hidden_groups"]
         try:
             return cls(**kwargs)
         except ConfigError as e:
@@ -262,10 +301,8 @@ class AlbertConfig:
         return cls.from_dict(raw, source=str(path))
 
     def save_json(self, path: str | Path) -> None:
-        d = self.to_hf_dict()
-        if self.sharing == "none" and self.model_type == "albert":
-            d["albert_num_hidden_groups"] = self.num_hidden_groups
-        Path(path).write_text(json.dumps(d, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        """Write `to_hf_dict` as ``config.json`` (atomically)."""
+        atomic_write_text(path, json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -117,3 +117,25 @@ def test_group_of_layer_matches_original_formula():
     c = AlbertConfig.from_preset("albert-base-v2", num_hidden_groups=3)
     # int(layer_idx / num_hidden_layers * num_hidden_groups): 12 layers, 3 groups -> 4 layers each
     assert [c.group_of_layer(i) for i in range(12)] == [0] * 4 + [1] * 4 + [2] * 4
+
+
+@pytest.mark.parametrize(
+    "sharing,n_attn,n_ffn",
+    [("all", 3 * 2, 3 * 2), ("attention", 3 * 2, 12 * 2), ("ffn", 12 * 2, 3 * 2), ("none", 12 * 2, 12 * 2)],
+)
+def test_sharing_decides_the_blocks(sharing, n_attn, n_ffn):
+    """Paper Table 4: a shared sub-layer has one block per (group, inner layer), else one per (layer, inner)."""
+    c = AlbertConfig.from_preset("albert-base-v2", num_hidden_groups=3, inner_group_num=2, sharing=sharing)
+    assert (c.num_attention_blocks, c.num_ffn_blocks) == (n_attn, n_ffn)
+    # layer 5, inner layer 1: group 1 (layers 4-7), so block 1 * 2 + 1 when shared, 5 * 2 + 1 when not
+    assert c.attention_block(5, 1) == (3 if c.shares_attention else 11)
+    assert c.ffn_block(5, 1) == (3 if c.shares_ffn else 11)
+    blocks = {c.attention_block(layer, i) for layer in range(12) for i in range(2)}
+    assert blocks == set(range(n_attn))  # every block is used, none is out of range
+
+
+def test_unshared_albert_keeps_its_groups_through_hugging_face_layout():
+    c = AlbertConfig.from_preset("albert-base-v2", sharing="none", num_hidden_groups=3)
+    d = c.to_hf_dict()
+    assert (d["num_hidden_groups"], d["albert_num_hidden_groups"]) == (12, 3)  # one group per layer for HF
+    assert AlbertConfig.from_dict(d).replace(embedding_projection=None) == c

@@ -278,8 +278,6 @@ def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
     cfg = config.to_hf_dict()
     cfg["architectures"] = [keymap.HF_ARCHITECTURES[(config.model_type, head)]]
     cfg["model_type"] = config.model_type
-    if config.sharing == "none" and config.model_type == "albert":
-        cfg["albert_num_hidden_groups"] = config.num_hidden_groups
     cfg.update(model.extra_config())
     if "num_labels" in cfg:
         n = int(cfg["num_labels"])

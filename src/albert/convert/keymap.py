@@ -32,15 +32,6 @@ class KeyRule:
     theirs: tuple[str, ...]
 
 
-def block_counts(config: AlbertConfig) -> tuple[int, int]:
-    """Number of (attention, feed-forward) blocks of the encoder (see albert.model.encoder)."""
-    shared = config.num_hidden_groups * config.inner_group_num
-    per_layer = config.num_hidden_layers * config.inner_group_num
-    n_attn = shared if config.sharing in ("all", "attention") else per_layer
-    n_ffn = shared if config.sharing in ("all", "ffn") else per_layer
-    return n_attn, n_ffn
-
-
 def has_foreign_layout(config: AlbertConfig) -> bool:
     """Whether Hugging Face / TF naming can express this sharing (all or none; not attention / ffn)."""
     return config.sharing in ("all", "none")
@@ -48,15 +39,14 @@ def has_foreign_layout(config: AlbertConfig) -> bool:
 
 def expand(table: dict[str, str | tuple[str, ...]], config: AlbertConfig) -> list[KeyRule]:
     """Expand a templated table into concrete rules for ``config``."""
-    n_attn, n_ffn = block_counts(config)
     inner = config.inner_group_num
     rules: list[KeyRule] = []
     for ours_t, theirs_t in table.items():
         theirs_ts = (theirs_t,) if isinstance(theirs_t, str) else tuple(theirs_t)
         if "{a}" in ours_t:
-            blocks = [("a", k) for k in range(n_attn)]
+            blocks = [("a", k) for k in range(config.num_attention_blocks)]
         elif "{f}" in ours_t:
-            blocks = [("f", k) for k in range(n_ffn)]
+            blocks = [("f", k) for k in range(config.num_ffn_blocks)]
         else:
             blocks = [("", -1)]
         params = P if "{p}" in ours_t else ("",)

@@ -9,8 +9,10 @@ modeling.py `transformer_model`), and each group runs `inner_group_num` post-LN 
     ffn        FFN shared, each layer its own attention      -> L * I attention + G * I FFN blocks
     none       nothing shared (BERT)                         -> L * I attention + L * I FFN blocks
 
-Attention and feed-forward blocks live in two flat ModuleLists; `attention_index` / `ffn_index` say
-which block a (layer, inner) position uses. Attention uses PyTorch SDPA with a fused QKV projection.
+Attention and feed-forward blocks live in two flat ModuleLists; how many there are and which one a
+(layer, inner) position uses are facts of the configuration (`AlbertConfig.num_attention_blocks`,
+`AlbertConfig.attention_block`, ...), which the checkpoint converters read too. Attention uses PyTorch
+SDPA with a fused QKV projection.
 """
 
 from __future__ import annotations
@@ -82,27 +84,15 @@ class Encoder(nn.Module):
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__()
         self.config = config
-        L, G, I = config.num_hidden_layers, config.num_hidden_groups, config.inner_group_num  # noqa: E741
-        n_attn = G * I if config.sharing in ("all", "attention") else L * I
-        n_ffn = G * I if config.sharing in ("all", "ffn") else L * I
-        self.attention = nn.ModuleList(SelfAttention(config) for _ in range(n_attn))
-        self.ffn = nn.ModuleList(FeedForward(config) for _ in range(n_ffn))
-        # (layer, inner) -> block index, precomputed once
+        self.attention = nn.ModuleList(SelfAttention(config) for _ in range(config.num_attention_blocks))
+        self.ffn = nn.ModuleList(FeedForward(config) for _ in range(config.num_ffn_blocks))
+        # (attention block, FFN block) of each (layer, inner) position in order, precomputed once
         self._schedule = [
-            (self.attention_index(layer, i), self.ffn_index(layer, i)) for layer in range(L) for i in range(I)
+            (config.attention_block(layer, i), config.ffn_block(layer, i))
+            for layer in range(config.num_hidden_layers)
+            for i in range(config.inner_group_num)
         ]
         self.gradient_checkpointing = False
-
-    def _index(self, shared: bool, layer: int, inner: int) -> int:
-        c = self.config
-        base = c.group_of_layer(layer) if shared else layer
-        return base * c.inner_group_num + inner
-
-    def attention_index(self, layer: int, inner: int) -> int:
-        return self._index(self.config.sharing in ("all", "attention"), layer, inner)
-
-    def ffn_index(self, layer: int, inner: int) -> int:
-        return self._index(self.config.sharing in ("all", "ffn"), layer, inner)
 
     def _block(self, x: torch.Tensor, mask: torch.Tensor | None, a: int, f: int) -> torch.Tensor:
         return self.ffn[f](self.attention[a](x, mask))
