@@ -187,6 +187,25 @@ def test_corrupt_index(tmp_path: Path) -> None:
         TFCheckpoint(prefix)
 
 
+def test_truncated_varints_are_format_errors(tmp_path: Path) -> None:
+    """A varint cut off by the end of its buffer (or longer than 10 bytes) is a corrupt file, named as such."""
+    import dataclasses
+
+    ckpt = TFCheckpoint(FIXTURES / "dtypes" / "model.ckpt")
+    # the string tensor's data starts with its 3 length varints; a size of 1 byte cuts the second one
+    ckpt.entries["str"] = dataclasses.replace(ckpt.entries["str"], size=1)
+    with pytest.raises(ChecksumError, match="string tensor 'str' is truncated"):
+        ckpt.read("str")
+
+    prefix = _copy_google(tmp_path)
+    index = Path(f"{prefix}.index")
+    raw = bytearray(index.read_bytes())
+    raw[-48:-8] = b"\xff" * 40  # the footer's block handles: one endless varint
+    index.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointFormatError, match="corrupt checkpoint index: varint longer than 10 bytes"):
+        TFCheckpoint(prefix)
+
+
 def test_missing_shard(tmp_path: Path) -> None:
     for f in (FIXTURES / "classifier").glob("model.ckpt-100.*"):
         shutil.copy(f, tmp_path / f.name)

@@ -36,6 +36,8 @@ from typing import Any, BinaryIO, Literal
 
 import numpy as np
 
+from albert._io import read_varint, write_varint
+
 logger = logging.getLogger(__name__)
 
 
@@ -171,36 +173,23 @@ def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> i
 
 
 # ================================================================================================ protobuf
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(buf):
-            raise IndexError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than 64 bits")
-
-
+# The varints themselves are albert._io's (the SentencePiece model reader parses protobuf by hand too); a
+# truncated one raises ValueError, which every caller below turns into a CheckpointFormatError.
 def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
     """(field number, wire type, value) of a serialized protobuf message: ints for varint / fixed32 /
     fixed64, bytes for length-delimited fields."""
     pos = 0
     while pos < len(buf):
-        key, pos = _varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         field, wire = key >> 3, key & 7
         value: Any
         if wire == 0:
-            value, pos = _varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire == 1:
             (value,) = struct.unpack_from("<Q", buf, pos)
             pos += 8
         elif wire == 2:
-            size, pos = _varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             if pos + size > len(buf):
                 raise IndexError("truncated length-delimited field")
             value = bytes(buf[pos : pos + size])
@@ -213,21 +202,14 @@ def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
         yield field, wire, value
 
 
-def _put_varint(out: bytearray, value: int) -> None:
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
 def _put_field(out: bytearray, field: int, wire: int, value: int | bytes) -> None:
-    _put_varint(out, (field << 3) | wire)
+    write_varint(out, (field << 3) | wire)
     if wire == 0:
         assert isinstance(value, int)
-        _put_varint(out, value)
+        write_varint(out, value)
     elif wire == 2:
         assert isinstance(value, bytes)
-        _put_varint(out, len(value))
+        write_varint(out, len(value))
         out += value
     elif wire == 5:
         assert isinstance(value, int)
@@ -375,9 +357,9 @@ def _block_entries(block: bytes, path: Path) -> Iterator[tuple[bytes, bytes]]:
         raise CheckpointFormatError(f"{path}: block restart array larger than the block")
     pos, key = 0, b""
     while pos < limit:
-        shared, pos = _varint(block, pos)
-        non_shared, pos = _varint(block, pos)
-        value_len, pos = _varint(block, pos)
+        shared, pos = read_varint(block, pos)
+        non_shared, pos = read_varint(block, pos)
+        value_len, pos = read_varint(block, pos)
         if shared > len(key) or pos + non_shared + value_len > limit:
             raise CheckpointFormatError(f"{path}: corrupt block entry at byte {pos}")
         key = key[:shared] + block[pos : pos + non_shared]
@@ -396,14 +378,14 @@ def _read_table(path: Path) -> Iterator[tuple[bytes, bytes]]:
     (magic,) = struct.unpack_from("<Q", footer, 40)
     if magic != _TABLE_MAGIC:
         raise CheckpointFormatError(f"{path}: not a TensorFlow checkpoint index (bad table magic {magic:#x})")
-    _, pos = _varint(footer, 0)  # meta-index handle: offset
-    _, pos = _varint(footer, pos)  # meta-index handle: size (the meta-index block is empty in bundles)
-    index_offset, pos = _varint(footer, pos)
-    index_size, pos = _varint(footer, pos)
+    _, pos = read_varint(footer, 0)  # meta-index handle: offset
+    _, pos = read_varint(footer, pos)  # meta-index handle: size (the meta-index block is empty in bundles)
+    index_offset, pos = read_varint(footer, pos)
+    index_size, pos = read_varint(footer, pos)
     index_block = _read_block(data, index_offset, index_size, path)
     for _, handle in _block_entries(index_block, path):
-        offset, p = _varint(handle, 0)
-        size, _ = _varint(handle, p)
+        offset, p = read_varint(handle, 0)
+        size, _ = read_varint(handle, p)
         yield from _block_entries(_read_block(data, offset, size, path), path)
 
 
@@ -666,7 +648,7 @@ class TFCheckpoint:
         pos, lengths = 0, []
         try:
             for _ in range(n):
-                length, pos = _varint(raw, pos)
+                length, pos = read_varint(raw, pos)
                 lengths.append(length)
             order = ">" if self.big_endian else "<"
             packed = b"".join(
@@ -685,7 +667,9 @@ class TFCheckpoint:
                 out[i] = raw[pos : pos + ln]
                 pos += ln
             crc = crc32c(raw[pos - sum(lengths) : pos], crc)
-        except (IndexError, struct.error):
+        except ChecksumError:
+            raise
+        except (ValueError, IndexError, struct.error):  # ValueError: a length varint cut off by the end
             raise ChecksumError(
                 f"{self.shard_path(entry.shard)}: string tensor {entry.name!r} is truncated"
             ) from None
@@ -726,9 +710,9 @@ def _block(entries: list[tuple[bytes, bytes]], restart_interval: int) -> bytes:
             shared = 0
             while shared < min(len(prev), len(key)) and prev[shared] == key[shared]:
                 shared += 1
-        _put_varint(out, shared)
-        _put_varint(out, len(key) - shared)
-        _put_varint(out, len(value))
+        write_varint(out, shared)
+        write_varint(out, len(key) - shared)
+        write_varint(out, len(value))
         out += key[shared:]
         out += value
         prev = key
@@ -746,8 +730,8 @@ def _write_table(f: io.BufferedWriter, items: list[tuple[bytes, bytes]], block_s
         f.write(block)
         f.write(bytes([0]) + struct.pack("<I", mask_crc(crc32c(block + b"\x00"))))
         handle = bytearray()
-        _put_varint(handle, offset)
-        _put_varint(handle, len(block))
+        write_varint(handle, offset)
+        write_varint(handle, len(block))
         return bytes(handle)
 
     index: list[tuple[bytes, bytes]] = []
