@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, TypeVar
 
 import torch
 
+from albert._io import atomic_write, atomic_write_text
 from albert.config import AlbertConfig, ConfigError
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
@@ -221,18 +220,6 @@ def _load_hf(
 
 
 # ------------------------------------------------------------------------------------------------ writing
-def _atomic_write(dest: Path, write: Any) -> None:
-    """Write through a temporary file in the same directory, then rename: a crash leaves the old file."""
-    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, dest)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 def to_hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
     """Our state dict under Hugging Face names (requires sharing 'all' or 'none')."""
     config: AlbertConfig = model.config
@@ -273,7 +260,7 @@ def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         meta = {"format": "pt", "albert_format": NATIVE_FORMAT}
     # Tied tensors are stored once (the MLM decoder is the word embedding matrix).
-    _atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=meta))
+    atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=meta))
 
     cfg = config.to_hf_dict()
     cfg["architectures"] = [keymap.HF_ARCHITECTURES[(config.model_type, head)]]
@@ -284,7 +271,6 @@ def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
         labels = getattr(model, "label_names", None) or [f"LABEL_{i}" for i in range(n)]
         cfg["id2label"] = {str(i): name for i, name in enumerate(labels)}
         cfg["label2id"] = {name: i for i, name in enumerate(labels)}
-    text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
-    _atomic_write(path / CONFIG_NAME, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    atomic_write_text(path / CONFIG_NAME, json.dumps(cfg, indent=2, sort_keys=True) + "\n")
     if tokenizer is not None:
         tokenizer.save_pretrained(path)
