@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from data_support import WIKI_SAMPLE, make_tokenizer, read_all, train_spm
 
+import albert.data.build as build_mod
 import albert.data.pipeline as prep_mod
 from albert.cli.main import main as cli_main
 from albert.data.documents import DataError
@@ -83,7 +84,7 @@ def test_interrupted_run_leaves_nothing_trusted_and_resumes(
     tmp_path: Path, tok, reference_dir: Path, monkeypatch
 ) -> None:
     out = tmp_path / "d"
-    real = prep_mod.write_shard
+    real = build_mod.write_shard
 
     def crash_on_third(path, sections, meta):
         if meta["index"] == 2:
@@ -92,13 +93,13 @@ def test_interrupted_run_leaves_nothing_trusted_and_resumes(
             raise KeyboardInterrupt
         return real(path, sections, meta)
 
-    monkeypatch.setattr(prep_mod, "write_shard", crash_on_third)
+    monkeypatch.setattr(build_mod, "write_shard", crash_on_third)
     with pytest.raises(KeyboardInterrupt):
         prepare([WIKI_SAMPLE], tok, out, CFG)
     names = sorted(p.name for p in out.iterdir())
     assert "shard-00002.bin" not in names and "manifest.json" not in names
     assert "shard-00000.bin" in names
-    monkeypatch.setattr(prep_mod, "write_shard", real)
+    monkeypatch.setattr(build_mod, "write_shard", real)
     # A truncated shard (e.g. copied by hand) is detected by its missing end marker and rebuilt.
     (out / "shard-00001.bin").write_bytes((out / "shard-00001.bin").read_bytes()[:-100])
     built = []

@@ -46,8 +46,7 @@ from albert.data.instances import (
     instance_word_starts,
 )
 from albert.data.masking import MaskedPositions, MaskingConfig, MaskRng, create_masked_lm_predictions
-from albert.data.pipeline import start_table_from_info
-from albert.data.shards import ShardReader, load_manifest, verify_shards
+from albert.data.shards import ShardReader, load_manifest, start_table_from_info, verify_shards
 
 logger = logging.getLogger(__name__)
 

@@ -27,74 +27,67 @@ never a file named ``shard-*.bin`` that is half written. The manifest records ea
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import json
-import os
+import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
+from albert._io import TMP_PREFIX, atomic_write
 from albert.data.documents import DataError
+from albert.data.masking import start_piece_table
 
 MAGIC = b"ALBSHRD1"
 ALIGN = 64
 FORMAT_VERSION = 1
+
+# ------------------------------------------------------------------------------------------- file names
+
 MANIFEST = "manifest.json"
-TMP_PREFIX = ".tmp-"
-
-
-def _file_mode() -> int:
-    old = os.umask(0)
-    os.umask(old)
-    return 0o666 & ~old
-
-
-FILE_MODE = _file_mode()  # mkstemp creates 0600 files; the final files get the usual umask-derived mode
+SHARD_GLOB = "shard-*.bin"
+PART_GLOB = "manifest.part-*-of-*.json"
+_SHARD_NAME = re.compile(r"shard-(\d{5,})\.bin")
+_PART_NAME = re.compile(r"manifest\.part-(\d+)-of-(\d+)\.json")
 
 
 def shard_name(index: int) -> str:
+    """The file name of shard ``index``: ``shard-00042.bin``."""
     return f"shard-{index:05d}.bin"
+
+
+def parse_shard_name(name: str) -> int | None:
+    """The index in a shard's file name (the inverse of :func:`shard_name`); None for any other name."""
+    m = _SHARD_NAME.fullmatch(name)
+    return int(m.group(1)) if m else None
+
+
+def shard_files(data_dir: str | Path) -> list[tuple[int, Path]]:
+    """``(index, path)`` of every file in ``data_dir`` named like a shard, by index."""
+    found = [(parse_shard_name(p.name), p) for p in Path(data_dir).glob(SHARD_GLOB)]
+    return sorted((i, p) for i, p in found if i is not None)
+
+
+def part_manifest_name(shard_index: int, num_shards: int) -> str:
+    """The manifest that machine ``shard_index`` of ``num_shards`` writes for its part."""
+    return f"manifest.part-{shard_index}-of-{num_shards}.json"
+
+
+def parse_part_manifest_name(name: str) -> tuple[int, int] | None:
+    """``(i, n)`` of ``manifest.part-i-of-n.json`` (the inverse of :func:`part_manifest_name`); None for any
+    other name."""
+    m = _PART_NAME.fullmatch(name)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def token_dtype(vocab_size: int) -> np.dtype:
     """The smallest unsigned dtype that holds every id."""
     return np.dtype("<u2") if vocab_size <= 1 << 16 else np.dtype("<u4")
-
-
-def fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write a small file atomically (temporary file in the same folder, fsync, rename)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, (json.dumps(obj, indent=1, sort_keys=False) + "\n").encode("utf-8"))
 
 
 def sha256_file(path: Path, chunk: int = 1 << 22) -> str:
@@ -140,65 +133,61 @@ class SectionSpool:
 def write_shard(
     path: Path, sections: list[SectionSpool | tuple[str, np.ndarray]], meta: dict[str, Any]
 ) -> tuple[str, int]:
-    """Assemble sections into ``path`` atomically; returns (sha256 of the file, size in bytes)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
+    """Assemble sections into ``path`` atomically; returns (sha256 of the file, size in bytes).
+
+    The sections stream from their spools into the temporary file (:func:`albert._io.atomic_write`), so a
+    shard never needs to fit in memory.
+    """
     h = hashlib.sha256()
+    size = 0
+
+    def write(tmp: str) -> None:
+        nonlocal size
+        with open(tmp, "wb") as f:
+            size = _write_sections(f, h, sections, meta)
+
+    atomic_write(path, write)
+    return h.hexdigest(), size
+
+
+def _write_sections(
+    f: IO[bytes], h: Any, sections: list[SectionSpool | tuple[str, np.ndarray]], meta: dict[str, Any]
+) -> int:
+    """Write the sections, each at a 64-byte boundary, then the footer; returns the bytes written."""
     offset = 0
     table: dict[str, dict[str, Any]] = {}
-    try:
-        os.fchmod(fd, FILE_MODE)
-        with os.fdopen(fd, "wb") as f:
 
-            def put(b: bytes | memoryview) -> None:
-                nonlocal offset
-                f.write(b)
-                h.update(b)
-                offset += len(b)
+    def put(b: bytes | memoryview) -> None:
+        nonlocal offset
+        f.write(b)
+        h.update(b)
+        offset += len(b)
 
-            for sec in sections:
-                pad = (-offset) % ALIGN
-                if pad:
-                    put(b"\0" * pad)
-                if isinstance(sec, SectionSpool):
-                    sec.close()
-                    name, dtype, count = sec.name, sec.dtype, sec.count
-                    table[name] = {
-                        "dtype": dtype.descr if dtype.fields else dtype.str,
-                        "count": count,
-                        "offset": offset,
-                    }
-                    with open(sec.path, "rb") as src:
-                        while True:
-                            b = src.read(1 << 22)
-                            if not b:
-                                break
-                            put(b)
-                else:
-                    name, arr = sec
-                    arr = np.ascontiguousarray(arr)
-                    dtype = arr.dtype
-                    table[name] = {
-                        "dtype": dtype.descr if dtype.fields else dtype.str,
-                        "count": int(arr.size),
-                        "offset": offset,
-                    }
-                    put(memoryview(arr.tobytes()))
-            footer = json.dumps(
-                {"version": FORMAT_VERSION, "sections": table, "meta": meta}, sort_keys=True
-            ).encode("utf-8")
-            put(footer)
-            put(len(footer).to_bytes(8, "little"))
-            put(MAGIC)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(path.parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return h.hexdigest(), offset
+    for sec in sections:
+        pad = (-offset) % ALIGN
+        if pad:
+            put(b"\0" * pad)
+        if isinstance(sec, SectionSpool):
+            sec.close()
+            table[sec.name] = _section_entry(sec.dtype, sec.count, offset)
+            with open(sec.path, "rb") as src:
+                while b := src.read(1 << 22):
+                    put(b)
+        else:
+            name, arr = sec
+            arr = np.ascontiguousarray(arr)
+            table[name] = _section_entry(arr.dtype, int(arr.size), offset)
+            put(memoryview(arr.tobytes()))
+    footer = json.dumps({"version": FORMAT_VERSION, "sections": table, "meta": meta}, sort_keys=True)
+    footer_bytes = footer.encode("utf-8")
+    put(footer_bytes)
+    put(len(footer_bytes).to_bytes(8, "little"))
+    put(MAGIC)
+    return offset
+
+
+def _section_entry(dtype: np.dtype, count: int, offset: int) -> dict[str, Any]:
+    return {"dtype": dtype.descr if dtype.fields else dtype.str, "count": count, "offset": offset}
 
 
 def read_footer(path: Path) -> dict[str, Any]:
@@ -274,12 +263,56 @@ class ShardReader:
 
 # ------------------------------------------------------------------------------------------------ manifest
 
+# A shard's counts, in the order they appear in its manifest entry (and are summed into the manifest's).
+COUNT_KEYS = ("documents", "sentences", "tokens", "instances", "label_1", "masked_tokens")
+
+
+def shard_entry(name: str, digest: str, size: int, meta: dict[str, Any]) -> dict[str, Any]:
+    """A shard's manifest entry, from its file name, sha256, size and footer metadata."""
+    # a fixed key order: a reused shard's entry (read back from its footer) must serialize identically
+    return {
+        "file": name,
+        "sha256": digest,
+        "bytes": size,
+        "first_document": meta["first_document"],
+        "input_documents": meta["input_documents"],
+        **{k: meta["counts"][k] for k in COUNT_KEYS},
+        "skipped": dict(sorted(meta["skipped"].items())),
+    }
+
+
+def tokenizer_info(tok: Any) -> dict[str, Any]:
+    """What a DATA_DIR records about its tokenizer (and checks against later)."""
+    vocab_size = int(tok.vocab_size)
+    pieces = [tok.id_to_piece(i) for i in range(vocab_size)]
+    table = start_piece_table(pieces, tok.kind)
+    return {
+        "fingerprint": str(tok.fingerprint),
+        "kind": str(tok.kind),
+        "vocab_size": vocab_size,
+        "do_lower_case": bool(getattr(tok, "do_lower_case", False)),
+        "pad_id": int(tok.pad_id),
+        "unk_id": int(tok.unk_id),
+        "cls_id": int(tok.cls_id),
+        "sep_id": int(tok.sep_id),
+        "mask_id": int(tok.mask_id),
+        # one bit per id: does the piece start a word (masking.start_piece_table); the dataset needs it for
+        # dynamic masking without loading the tokenizer
+        "start_pieces": base64.b64encode(np.packbits(table).tobytes()).decode("ascii"),
+    }
+
+
+def start_table_from_info(info: dict[str, Any]) -> np.ndarray:
+    """The per-id word-start table that :func:`tokenizer_info` recorded (bool, one per vocabulary id)."""
+    bits = np.frombuffer(base64.b64decode(info["start_pieces"]), dtype=np.uint8)
+    return np.unpackbits(bits)[: info["vocab_size"]].astype(bool)
+
 
 def load_manifest(data_dir: str | Path) -> dict[str, Any]:
     """Read and check ``DATA_DIR/manifest.json``."""
     path = Path(data_dir) / MANIFEST
     if not path.is_file():
-        parts = sorted(Path(data_dir).glob("manifest.part-*.json")) if Path(data_dir).is_dir() else []
+        parts = sorted(Path(data_dir).glob(PART_GLOB)) if Path(data_dir).is_dir() else []
         hint = (
             f"; found {len(parts)} partial manifests: run `albert prepare --merge {data_dir}` once all parts are done"
             if parts
