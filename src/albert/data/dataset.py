@@ -57,6 +57,19 @@ def _generator(*key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in key])))
 
 
+def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """The given rank and world size, each defaulting to ``torch.distributed``'s (else 0 of 1)."""
+    if rank is None or world_size is None:
+        dist_rank, dist_world = 0, 1
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            dist_rank, dist_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
+        rank = dist_rank if rank is None else rank
+        world_size = dist_world if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    return int(rank), int(world_size)
+
+
 class PretrainingDataset(IterableDataset):
     """SOP/NSP + masked-LM examples from a DATA_DIR made by ``albert prepare``.
 
@@ -106,37 +119,12 @@ class PretrainingDataset(IterableDataset):
             )
         if verify:
             verify_shards(self.data_dir, self.manifest)
-        has_static = cfg["masking"] == "static"
-        self.masking = masking or ("static" if has_static else "dynamic")
-        if self.masking not in ("static", "dynamic"):
-            raise ValueError(f"masking must be 'static' or 'dynamic', got {self.masking!r}")
-        if self.masking == "static" and not has_static:
-            raise DataError(f"{self.data_dir}: prepared with dynamic masking, so it has no static masks")
-        if masking_overrides and self.masking != "dynamic":
-            raise ValueError("masking overrides apply to dynamic masking only")
-        self.masking_config = MaskingConfig(
-            **{
-                "masked_lm_prob": cfg["masked_lm_prob"],
-                "max_predictions_per_seq": cfg["max_predictions_per_seq"],
-                "ngram": cfg["ngram"],
-                "favor_shorter_ngram": cfg["favor_shorter_ngram"],
-                "whole_word": cfg["whole_word"],
-                **masking_overrides,
-            }
-        )
+        self.masking, self.masking_config = self._masking(masking, masking_overrides)
         self.seed = int(cfg["seed"] if seed is None else seed)
         self.shuffle = shuffle
         self.epoch = int(epoch)
         self.position = 0
-        if rank is None or world_size is None:
-            dist_rank, dist_world = 0, 1
-            if torch.distributed.is_available() and torch.distributed.is_initialized():
-                dist_rank, dist_world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-            rank = dist_rank if rank is None else rank
-            world_size = dist_world if world_size is None else world_size
-        if not 0 <= rank < world_size:
-            raise ValueError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
-        self.rank, self.world_size = int(rank), int(world_size)
+        self.rank, self.world_size = _rank_and_world_size(rank, world_size)
         if batch_size is not None and batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.batch_size = batch_size
@@ -150,15 +138,34 @@ class PretrainingDataset(IterableDataset):
         self.pad_id, self.vocab_size = tok["pad_id"], tok["vocab_size"]
         self.start_table = start_table_from_info(tok)
         self._cdf = self.masking_config.ngram_cdf()
-        self.shards = [ShardReader(self.data_dir / e["file"]) for e in self.manifest["shards"]]
-        self.counts = np.array([e["instances"] for e in self.manifest["shards"]], dtype=np.int64)
-        for reader, n in zip(self.shards, self.counts):
+        self.shards, self.counts = self._open_shards()
+        self.num_instances = int(self.counts.sum())
+        self._perm_cache: dict[int, np.ndarray] = {}
+
+    def _masking(self, masking: str | None, overrides: dict[str, Any]) -> tuple[str, MaskingConfig]:
+        """The masking mode (default: static when the data has static masks) and its settings."""
+        cfg = self.manifest["config"]
+        has_static = cfg["masking"] == "static"
+        mode = masking or ("static" if has_static else "dynamic")
+        if mode not in ("static", "dynamic"):
+            raise ValueError(f"masking must be 'static' or 'dynamic', got {mode!r}")
+        if mode == "static" and not has_static:
+            raise DataError(f"{self.data_dir}: prepared with dynamic masking, so it has no static masks")
+        if overrides and mode != "dynamic":
+            raise ValueError("masking overrides apply to dynamic masking only")
+        fields = ("masked_lm_prob", "max_predictions_per_seq", "ngram", "favor_shorter_ngram", "whole_word")
+        return mode, MaskingConfig(**{**{k: cfg[k] for k in fields}, **overrides})
+
+    def _open_shards(self) -> tuple[list[ShardReader], np.ndarray]:
+        """A reader per shard and its instance count, checked against the manifest."""
+        shards = [ShardReader(self.data_dir / e["file"]) for e in self.manifest["shards"]]
+        counts = np.array([e["instances"] for e in self.manifest["shards"]], dtype=np.int64)
+        for reader, n in zip(shards, counts):
             if reader.footer["sections"]["instances"]["count"] != n:
                 raise DataError(
                     f"{reader.path}: {reader.footer['sections']['instances']['count']} instances, manifest says {n}"
                 )
-        self.num_instances = int(self.counts.sum())
-        self._perm_cache: dict[int, np.ndarray] = {}
+        return shards, counts
 
     # ------------------------------------------------------------------------------------------- sizes
 

@@ -231,10 +231,7 @@ def create_masked_lm_predictions(
             break
         # original: n = np.random.choice(ngrams[:len(cand_index_set)], p=...), where len(cand_index_set) is
         # always `ngram` (the slices near the end are shorter, not missing).
-        u = rand()
-        n = 1
-        while n < ngram and u >= cdf[n - 1]:
-            n += 1
+        n = _draw_n(rand(), cdf, ngram)
         # Try shorter n-grams while this one overflows the budget (original's while loop).
         while True:
             end = min(idx + n, n_words)
@@ -247,17 +244,8 @@ def create_masked_lm_predictions(
         if any(covered[idx:end]):
             continue
         covered[idx:end] = b"\x01" * (end - idx)
-        span_n = end - idx
-        info_start = INFO_SPAN_START | span_n
-        for pos in positions[bounds[idx] : bounds[end]]:
-            if rand() < 0.8:  # original: 80% of the time, replace with [MASK]
-                new_id, kind = mask_id, REPLACE_MASK
-            elif rand() < 0.5:  # original: 10% of the time, keep original
-                new_id, kind = int(ids[pos]), REPLACE_KEEP
-            else:  # original: 10% of the time, replace with random word
-                new_id, kind = rng.randint(0, vocab_size - 1), REPLACE_RANDOM
-            chosen.append((pos, new_id, (kind << 4) | info_start))
-            info_start = span_n
+        span = positions[bounds[idx] : bounds[end]]
+        chosen.extend(_replace_span(span, end - idx, ids, mask_id, vocab_size, rng))
         n_chosen += size
     assert n_chosen <= budget
     if not chosen:
@@ -265,6 +253,33 @@ def create_masked_lm_predictions(
     chosen.sort()
     arr = np.asarray(chosen, dtype=np.int64)
     return MaskedPositions(arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2].astype(np.uint8), budget)
+
+
+def _draw_n(u: float, cdf: list[float], ngram: int) -> int:
+    """The span length n in words for a uniform draw ``u`` (the inverse of ``cdf``)."""
+    n = 1
+    while n < ngram and u >= cdf[n - 1]:
+        n += 1
+    return n
+
+
+def _replace_span(
+    span: list[int], span_n: int, ids: np.ndarray, mask_id: int, vocab_size: int, rng: MaskRng
+) -> list[tuple[int, int, int]]:
+    """``(position, input id, info)`` of each token of a chosen span of ``span_n`` words: each token
+    independently [MASK], kept or a random id (the original's 80/10/10)."""
+    out = []
+    info_start = INFO_SPAN_START | span_n
+    for pos in span:
+        if rng.random() < 0.8:  # original: 80% of the time, replace with [MASK]
+            new_id, kind = mask_id, REPLACE_MASK
+        elif rng.random() < 0.5:  # original: 10% of the time, keep original
+            new_id, kind = int(ids[pos]), REPLACE_KEEP
+        else:  # original: 10% of the time, replace with random word
+            new_id, kind = rng.randint(0, vocab_size - 1), REPLACE_RANDOM
+        out.append((pos, new_id, (kind << 4) | info_start))
+        info_start = span_n
+    return out
 
 
 def apply_masks(

@@ -14,6 +14,7 @@ dynamic masking the masks of one epoch are generated for up to ``sample`` instan
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,61 @@ def _budget(lengths: np.ndarray, prob: float, max_pred: int) -> np.ndarray:
     return np.minimum(max_pred, np.maximum(1, np.round(lengths * prob).astype(np.int64)))
 
 
+@dataclass
+class _Tally:
+    """What the pass over the shards accumulates."""
+
+    lengths: list[np.ndarray] = field(default_factory=list)  # per shard: each instance's sequence length
+    flags: list[np.ndarray] = field(default_factory=list)
+    n_masked: int = 0
+    measured_tokens: int = 0  # tokens of the instances whose masks were measured
+    budget_sum: int = 0
+    repl: Counter[int] = field(default_factory=Counter)
+    span_words: Counter[int] = field(default_factory=Counter)
+    span_tokens: Counter[int] = field(default_factory=Counter)
+    dyn_done: int = 0  # instances masked so far (dynamic masking)
+
+    def add_masks(self, info: np.ndarray, off: np.ndarray, with_spans: bool) -> None:
+        """Count one shard's mask info bytes (``off``: each instance's first mask, then the end)."""
+        self.n_masked += len(info)
+        kinds = (info >> 4) & 0x3
+        self.repl.update(dict(zip(*np.unique(kinds, return_counts=True))))
+        if not with_spans:
+            return
+        starts = np.flatnonzero(info & INFO_SPAN_START)
+        self.span_words.update(dict(zip(*np.unique(info[starts] & 0x0F, return_counts=True))))
+        # spans never interleave, so a span's tokens run from its start to the next start (or the end of its
+        # instance's masks)
+        bounds = np.union1d(starts, off)
+        nxt = bounds[np.searchsorted(bounds, starts, side="right")]
+        self.span_tokens.update(dict(zip(*np.unique(nxt - starts, return_counts=True))))
+
+
+def _dynamic_masks(
+    ds: Any, shard_i: int, lengths: np.ndarray, take: int, epoch: int, tally: _Tally
+) -> tuple[np.ndarray, np.ndarray]:
+    """Mask the first ``take`` instances of a shard as the dataset would in ``epoch``; their info bytes
+    (replacement kind only: spans are not recoverable from a masked example) and offsets."""
+    from albert.data.dataset import IGNORE_INDEX
+
+    infos, offs = [], [0]
+    for i in range(take):
+        ex = ds.example(shard_i, i, epoch)
+        pos = np.flatnonzero(ex["mlm_labels"] != IGNORE_INDEX)
+        kinds = np.where(
+            ex["input_ids"][pos] == ds.mask_id,
+            REPLACE_MASK,
+            np.where(ex["input_ids"][pos] == ex["mlm_labels"][pos], REPLACE_KEEP, REPLACE_RANDOM),
+        )
+        infos.append(kinds.astype(np.uint8) << 4)
+        offs.append(offs[-1] + len(pos))
+    tally.dyn_done += take
+    mcfg = ds.masking_config
+    tally.budget_sum += int(_budget(lengths[:take], mcfg.masked_lm_prob, mcfg.max_predictions_per_seq).sum())
+    tally.measured_tokens += int(lengths[:take].sum())
+    return (np.concatenate(infos) if infos else np.zeros(0, np.uint8)), np.asarray(offs)
+
+
 def compute_stats(
     data_dir: str | Path, *, sample: int = 20000, epoch: int = 0, bins: int = 16
 ) -> dict[str, Any]:
@@ -38,18 +94,8 @@ def compute_stats(
     data_dir = Path(data_dir)
     manifest = load_manifest(data_dir)
     cfg = manifest["config"]
-    T = int(cfg["max_seq_length"])
     static = cfg["masking"] == "static"
-
-    lengths_all: list[np.ndarray] = []
-    flags_all: list[np.ndarray] = []
-    n_masked = 0
-    n_masked_instances_tokens = 0
-    repl: Counter[int] = Counter()
-    span_words: Counter[int] = Counter()
-    span_tokens: Counter[int] = Counter()
-    budget_sum = 0
-    dyn_done = 0
+    tally = _Tally()
     ds = None
     if not static:
         from albert.data.dataset import PretrainingDataset
@@ -61,86 +107,66 @@ def compute_stats(
         if len(inst) == 0:
             continue
         lengths = inst["a_len"].astype(np.int64) + inst["b_len"] + 3
-        lengths_all.append(lengths)
-        flags_all.append(np.asarray(inst["flags"]))
+        tally.lengths.append(lengths)
+        tally.flags.append(np.asarray(inst["flags"]))
         if static:
-            info = np.asarray(r["mask_info"])
-            off = np.asarray(r["mask_offsets"])
-            budget_sum += int(_budget(lengths, cfg["masked_lm_prob"], cfg["max_predictions_per_seq"]).sum())
-            n_masked_instances_tokens += int(lengths.sum())
+            info, off = np.asarray(r["mask_info"]), np.asarray(r["mask_offsets"])
+            budget = _budget(lengths, cfg["masked_lm_prob"], cfg["max_predictions_per_seq"])
+            tally.budget_sum += int(budget.sum())
+            tally.measured_tokens += int(lengths.sum())
         else:
-            assert ds is not None
-            take = min(len(inst), max(0, sample - dyn_done))
+            take = min(len(inst), max(0, sample - tally.dyn_done))
             if take == 0:
                 continue
-            infos, offs = [], [0]
-            for i in range(take):
-                ex = ds.example(shard_i, i, epoch)
-                pos = np.flatnonzero(ex["mlm_labels"] != -100)
-                kinds = np.where(
-                    ex["input_ids"][pos] == ds.mask_id,
-                    REPLACE_MASK,
-                    np.where(ex["input_ids"][pos] == ex["mlm_labels"][pos], REPLACE_KEEP, REPLACE_RANDOM),
-                )
-                infos.append(kinds.astype(np.uint8) << 4)
-                offs.append(offs[-1] + len(pos))
-            dyn_done += take
-            info = np.concatenate(infos) if infos else np.zeros(0, np.uint8)
-            off = np.asarray(offs)
-            budget_sum += int(
-                _budget(
-                    lengths[:take],
-                    ds.masking_config.masked_lm_prob,
-                    ds.masking_config.max_predictions_per_seq,
-                ).sum()
-            )
-            n_masked_instances_tokens += int(lengths[:take].sum())
-        n_masked += len(info)
-        kinds = (info >> 4) & 0x3
-        repl.update(dict(zip(*np.unique(kinds, return_counts=True))))
-        if static:
-            starts = np.flatnonzero(info & INFO_SPAN_START)
-            span_words.update(dict(zip(*np.unique(info[starts] & 0x0F, return_counts=True))))
-            # spans never interleave, so a span's tokens run from its start to the next start (or the end
-            # of its instance's masks)
-            bounds = np.union1d(starts, off)
-            nxt = bounds[np.searchsorted(bounds, starts, side="right")]
-            span_tokens.update(dict(zip(*np.unique(nxt - starts, return_counts=True))))
+            info, off = _dynamic_masks(ds, shard_i, lengths, take, epoch, tally)
+        tally.add_masks(info, off, with_spans=static)
         r.close()
+    measured = "all instances" if static else f"{tally.dyn_done} instances, epoch {epoch} (dynamic)"
+    return _report(data_dir, manifest, tally, measured, bins)
 
-    lengths = np.concatenate(lengths_all) if lengths_all else np.zeros(0, np.int64)
-    flags = np.concatenate(flags_all) if flags_all else np.zeros(0, np.int32)
+
+def _frac(x: float, total: float) -> float:
+    return float(x) / total if total else 0.0
+
+
+def _check(name: str, value: float, target: float) -> dict[str, Any]:
+    diff = 100.0 * (value - target)
+    return {
+        "metric": name,
+        "value": value,
+        "target": target,
+        "diff_points": diff,
+        "within_1_point": abs(diff) <= 1.0,
+    }
+
+
+def _report(
+    data_dir: Path, manifest: dict[str, Any], tally: _Tally, measured: str, bins: int
+) -> dict[str, Any]:
+    """The measured figures next to their targets (see the module docstring)."""
+    cfg = manifest["config"]
+    T = int(cfg["max_seq_length"])
+    lengths = np.concatenate(tally.lengths) if tally.lengths else np.zeros(0, np.int64)
+    flags = np.concatenate(tally.flags) if tally.flags else np.zeros(0, np.int32)
     n = len(lengths)
     edges = np.linspace(0, T, bins + 1).astype(int)
     hist, _ = np.histogram(lengths, bins=edges)
-
-    def frac(x: float, total: float) -> float:
-        return float(x) / total if total else 0.0
-
-    masked_fraction = frac(n_masked, n_masked_instances_tokens)
-    budget_fraction = frac(budget_sum, n_masked_instances_tokens)
-    r_mask, r_keep, r_rand = (frac(repl[k], n_masked) for k in (REPLACE_MASK, REPLACE_KEEP, REPLACE_RANDOM))
-    label_1 = frac(int(np.count_nonzero(flags & FLAG_LABEL)), n)
-    short = frac(int(np.count_nonzero(flags & FLAG_SHORT)), n)
-    random_b = frac(int(np.count_nonzero(flags & FLAG_RANDOM_B)), n)
-
-    def check(name: str, value: float, target: float) -> dict[str, Any]:
-        diff = 100.0 * (value - target)
-        return {
-            "metric": name,
-            "value": value,
-            "target": target,
-            "diff_points": diff,
-            "within_1_point": abs(diff) <= 1.0,
-        }
-
+    n_masked = tally.n_masked
+    masked_fraction = _frac(n_masked, tally.measured_tokens)
+    budget_fraction = _frac(tally.budget_sum, tally.measured_tokens)
+    r_mask, r_keep, r_rand = (
+        _frac(tally.repl[k], n_masked) for k in (REPLACE_MASK, REPLACE_KEEP, REPLACE_RANDOM)
+    )
+    label_1 = _frac(int(np.count_nonzero(flags & FLAG_LABEL)), n)
+    short = _frac(int(np.count_nonzero(flags & FLAG_SHORT)), n)
+    random_b = _frac(int(np.count_nonzero(flags & FLAG_RANDOM_B)), n)
     checks = [
-        check("masked fraction (vs budget)", masked_fraction, budget_fraction),
-        check("replaced by [MASK]", r_mask, 0.8),
-        check("kept", r_keep, 0.1),
-        check("random token", r_rand, 0.1),
-        check("label 1 (swapped / random next)", label_1, 0.5),
-        check("short target length", short, float(cfg["short_seq_prob"])),
+        _check("masked fraction (vs budget)", masked_fraction, budget_fraction),
+        _check("replaced by [MASK]", r_mask, 0.8),
+        _check("kept", r_keep, 0.1),
+        _check("random token", r_rand, 0.1),
+        _check("label 1 (swapped / random next)", label_1, 0.5),
+        _check("short target length", short, float(cfg["short_seq_prob"])),
     ]
     return {
         "data_dir": str(data_dir),
@@ -148,10 +174,10 @@ def compute_stats(
         "counts": {**manifest["counts"], "shards": len(manifest["shards"])},
         "skipped": manifest.get("skipped", {}),
         "instances": n,
-        "masks_measured_on": "all instances" if static else f"{dyn_done} instances, epoch {epoch} (dynamic)",
+        "masks_measured_on": measured,
         "sequence_length": {
             "mean": float(lengths.mean()) if n else 0.0,
-            "full_fraction": frac(int(np.count_nonzero(lengths == T)), n),
+            "full_fraction": _frac(int(np.count_nonzero(lengths == T)), n),
             "histogram": {f"{int(lo)}-{int(hi)}": int(c) for lo, hi, c in zip(edges[:-1], edges[1:], hist)},
         },
         "masking": {
@@ -160,8 +186,8 @@ def compute_stats(
             "budget_fraction": budget_fraction,
             "masked_lm_prob": float(cfg["masked_lm_prob"]),
             "replacement": {"mask": r_mask, "keep": r_keep, "random": r_rand},
-            "span_words_histogram": {str(int(k)): int(v) for k, v in sorted(span_words.items())},
-            "span_tokens_histogram": {str(int(k)): int(v) for k, v in sorted(span_tokens.items())},
+            "span_words_histogram": {str(int(k)): int(v) for k, v in sorted(tally.span_words.items())},
+            "span_tokens_histogram": {str(int(k)): int(v) for k, v in sorted(tally.span_tokens.items())},
         },
         "labels": {"label_1": label_1, "label_0": 1.0 - label_1 if n else 0.0, "random_b": random_b},
         "short_target_fraction": short,
