@@ -24,20 +24,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
-def _parse_value(v: str) -> object:
-    try:
-        return json.loads(v)
-    except json.JSONDecodeError:
-        return v
-
-
 def run(args: argparse.Namespace) -> int:
+    from albert._fields import parse_value
     from albert.config import AlbertConfig
     from albert.params import PAPER_ROWS, agrees, count_parameters
 
     if args.preset:
         overrides = dict(kv.split("=", 1) for kv in args.set)
-        config = AlbertConfig.from_preset(args.preset, **{k: _parse_value(v) for k, v in overrides.items()})
+        config = AlbertConfig.from_preset(args.preset, **{k: parse_value(v) for k, v in overrides.items()})
         n = count_parameters(config)
         print(
             json.dumps({"preset": args.preset, "parameters": n})

@@ -36,7 +36,8 @@ ALIASES = {
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from albert.train.config import RECIPES, field_help
+    from albert.cli.options import add_dataclass_flags
+    from albert.train.config import RECIPES, SECTIONS
 
     p.description = DESCRIPTION.format(recipes=", ".join(RECIPES))
     p.add_argument("--recipe", help=f"start from a recipe: {', '.join(RECIPES)}")
@@ -53,33 +54,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     for flag, target in ALIASES.items():
         p.add_argument(flag, dest=f"alias:{target}", default=None, metavar="VALUE", help=f"= --{target}")
-    groups: dict[str, Any] = {}
-    for name, (tp, text) in field_help().items():
-        section = name.split(".")[0]
-        if section not in groups:
-            groups[section] = p.add_argument_group(f"{section} options")
-        is_bool = str(tp).startswith("bool") or tp is bool
-        groups[section].add_argument(
-            f"--{name}",
-            dest=f"field:{name}",
-            default=None,
-            nargs="?" if is_bool else None,
-            const="true" if is_bool else None,
-            metavar="VALUE",
-            help=text,
-        )
+    for section, cls in SECTIONS.items():  # --optim.lr, --run.precision, ...: one flag per field
+        add_dataclass_flags(p.add_argument_group(f"{section} options"), cls, prefix=section, style="dotted")
 
 
 def resolve(args: argparse.Namespace) -> Any:
     """The PretrainConfig described by recipe / config file / resume dir / flags."""
     from pathlib import Path
 
+    from albert.cli.options import given_values
     from albert.train.config import (
+        SECTIONS,
         PretrainConfig,
         apply_dict,
         load_config_file,
         parse_assignments,
-        parse_value,
         recipe,
     )
 
@@ -91,11 +80,13 @@ def resolve(args: argparse.Namespace) -> Any:
     if args.config:
         cfg = apply_dict(cfg, load_config_file(args.config), args.config)
     flags: dict[str, dict[str, Any]] = {}
-    for key, value in vars(args).items():
-        if value is None or not key.startswith(("field:", "alias:")):
-            continue
-        section, _, name = key.split(":", 1)[1].partition(".")
-        flags.setdefault(section, {})[name] = parse_value(value) if key.startswith("field:") else value
+    for target in ALIASES.values():  # the short spellings first: --section.field wins over them
+        value = getattr(args, f"alias:{target}")
+        if value is not None:
+            section, _, name = target.partition(".")
+            flags.setdefault(section, {})[name] = value
+    for section, cls in SECTIONS.items():
+        flags.setdefault(section, {}).update(given_values(args, cls, prefix=section))
     if isinstance(args.resume, str):
         flags.setdefault("run", {})["run_dir"] = args.resume
     cfg = apply_dict(cfg, flags, "flags")

@@ -7,7 +7,11 @@ A `PretrainConfig` has five sections: ``model`` (preset + overrides), ``data``, 
 2. a config file (``--config run.json`` or a YAML-style ``run.yaml``, see `parse_yaml_subset`) holding any
    subset of the sections;
 3. flags: ``--optim.lr 1e-3``, ``--run.global_batch_size 256`` (one per field, generated from the
-   dataclasses below), or ``--set optim.lr=1e-3``.
+   dataclasses below by `albert.cli.options`, with the string under each field as its help), or
+   ``--set optim.lr=1e-3``.
+
+Values are checked against the field types by `albert._fields.coerce`; a bad one is a `ConfigError` that
+names the file (or flag) and the field.
 
 ``albert pretrain --print-config`` shows the result; the run writes it to ``RUN_DIR/run_config.json`` and a
 resumed run reads it from there.
@@ -23,77 +27,109 @@ import copy
 import dataclasses
 import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
-
-def _opt(default: Any, help: str) -> Any:  # noqa: A002 - the argparse word
-    """A dataclass field whose help text becomes the CLI help."""
-    if isinstance(default, (dict, list)):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata={"help": help})
-    return field(default=default, metadata={"help": help})
+from albert._fields import FieldError, coerce, field_types, parse_value
 
 
 @dataclass
 class ModelOptions:
-    preset: str = _opt("albert-base-v2", "AlbertConfig preset (albert.config.PRESETS)")
-    overrides: dict[str, Any] = _opt({}, 'AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1}')
-    init_from: str | None = _opt(None, "start from this model directory instead of a fresh initialization")
+    preset: str = "albert-base-v2"
+    """AlbertConfig preset (albert.config.PRESETS)"""
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1}"""
+    init_from: str | None = None
+    """start from this model directory instead of a fresh initialization"""
 
 
 @dataclass
 class DataOptions:
-    data_dir: str | None = _opt(None, "DATA_DIR made by `albert prepare` (training data)")
-    eval_data_dir: str | None = _opt(None, "held-out DATA_DIR for periodic MLM/SOP evaluation")
-    tokenizer: str | None = _opt(
-        None, "tokenizer dir/file: checked against DATA_DIR and saved with checkpoints"
-    )
-    masking: str | None = _opt(None, "static | dynamic (default: what DATA_DIR was prepared with)")
-    max_seq_length: int | None = _opt(None, "pad to this length (default: DATA_DIR's)")
-    num_workers: int = _opt(0, "DataLoader worker processes")
+    data_dir: str | None = None
+    """DATA_DIR made by `albert prepare` (training data)"""
+    eval_data_dir: str | None = None
+    """held-out DATA_DIR for periodic MLM/SOP evaluation"""
+    tokenizer: str | None = None
+    """tokenizer dir/file: checked against DATA_DIR and saved with checkpoints"""
+    masking: str | None = None
+    """static | dynamic (default: what DATA_DIR was prepared with)"""
+    max_seq_length: int | None = None
+    """pad to this length (default: DATA_DIR's)"""
+    num_workers: int = 0
+    """DataLoader worker processes"""
 
 
 @dataclass
 class OptimOptions:
-    name: str = _opt("lamb", "lamb | adamw | adamw_original (original run_pretraining.py: lamb)")
-    lr: float = _opt(0.00176, "peak learning rate (paper Sec. 4.1: 0.00176 for batch 4096)")
-    weight_decay: float = _opt(0.01, "decoupled weight decay (original optimization.py: 0.01)")
-    beta1: float = _opt(0.9, "original: 0.9")
-    beta2: float = _opt(0.999, "original: 0.999")
-    eps: float = _opt(1e-6, "original: 1e-6")
-    max_grad_norm: float | None = _opt(1.0, "global-norm clipping (original: 1.0); null: none")
+    name: str = "lamb"
+    """lamb | adamw | adamw_original (original run_pretraining.py: lamb)"""
+    lr: float = 0.00176
+    """peak learning rate (paper Sec. 4.1: 0.00176 for batch 4096)"""
+    weight_decay: float = 0.01
+    """decoupled weight decay (original optimization.py: 0.01)"""
+    beta1: float = 0.9
+    """original: 0.9"""
+    beta2: float = 0.999
+    """original: 0.999"""
+    eps: float = 1e-6
+    """original: 1e-6"""
+    max_grad_norm: float | None = 1.0
+    """global-norm clipping (original: 1.0); null: none"""
 
 
 @dataclass
 class ScheduleOptions:
-    total_steps: int = _opt(125_000, "steps of the schedule: lr reaches 0 here (paper: 125,000)")
-    warmup_steps: int = _opt(3125, "linear warmup steps (original run_pretraining.py: 3125)")
-    power: float = _opt(1.0, "polynomial decay power (original poly_power: 1.0 = linear)")
-    start_warmup_step: int = _opt(0, "original start_warmup_step")
+    total_steps: int = 125_000
+    """steps of the schedule: lr reaches 0 here (paper: 125,000)"""
+    warmup_steps: int = 3125
+    """linear warmup steps (original run_pretraining.py: 3125)"""
+    power: float = 1.0
+    """polynomial decay power (original poly_power: 1.0 = linear)"""
+    start_warmup_step: int = 0
+    """original start_warmup_step"""
 
 
 @dataclass
 class RunOptions:
-    run_dir: str = _opt("runs/pretrain", "metrics.jsonl, checkpoints/, run_config.json go here")
-    global_batch_size: int = _opt(4096, "sequences per optimizer step over all ranks (paper: 4096)")
-    micro_batch_size: int | None = _opt(None, "sequences per forward pass per rank (default: all of it)")
-    max_steps: int | None = _opt(None, "stop after this many steps (default: schedule.total_steps)")
-    max_time_minutes: float | None = _opt(None, "stop (with a checkpoint) after this much training time")
-    precision: str = _opt("fp32", "fp32 | bf16 | fp16")
-    device: str | None = _opt(None, "cpu | cuda (default: cuda if available)")
-    compile: bool = _opt(False, "torch.compile the model")
-    activation_checkpointing: bool = _opt(False, "recompute layers in the backward pass (saves memory)")
-    seed: int = _opt(12345, "seed of the initialization and dropout (the data order has DATA_DIR's seed)")
-    threads: int | None = _opt(None, "torch CPU threads (default: torch's choice)")
-    log_every: int = _opt(10, "steps between metrics lines")
-    eval_every: int | None = _opt(1000, "steps between held-out evaluations (needs data.eval_data_dir)")
-    eval_batches: int = _opt(100, "held-out batches per evaluation (original max_eval_steps: 100)")
-    eval_batch_size: int = _opt(64, "held-out batch size (original eval_batch_size: 64)")
-    save_every: int | None = _opt(5000, "steps between checkpoints (original save_checkpoints_steps: 5000)")
-    keep_last: int = _opt(5, "checkpoints kept (original keep_checkpoint_max: 5)")
-    max_bad_steps: int = _opt(10, "consecutive non-finite steps before the run stops")
-    progress_bar: bool = _opt(True, "tqdm progress bar")
+    run_dir: str = "runs/pretrain"
+    """metrics.jsonl, checkpoints/, run_config.json go here"""
+    global_batch_size: int = 4096
+    """sequences per optimizer step over all ranks (paper: 4096)"""
+    micro_batch_size: int | None = None
+    """sequences per forward pass per rank (default: all of it)"""
+    max_steps: int | None = None
+    """stop after this many steps (default: schedule.total_steps)"""
+    max_time_minutes: float | None = None
+    """stop (with a checkpoint) after this much training time"""
+    precision: str = "fp32"
+    """fp32 | bf16 | fp16"""
+    device: str | None = None
+    """cpu | cuda (default: cuda if available)"""
+    compile: bool = False
+    """torch.compile the model"""
+    activation_checkpointing: bool = False
+    """recompute layers in the backward pass (saves memory)"""
+    seed: int = 12345
+    """seed of the initialization and dropout (the data order has DATA_DIR's seed)"""
+    threads: int | None = None
+    """torch CPU threads (default: torch's choice)"""
+    log_every: int = 10
+    """steps between metrics lines"""
+    eval_every: int | None = 1000
+    """steps between held-out evaluations (needs data.eval_data_dir)"""
+    eval_batches: int = 100
+    """held-out batches per evaluation (original max_eval_steps: 100)"""
+    eval_batch_size: int = 64
+    """held-out batch size (original eval_batch_size: 64)"""
+    save_every: int | None = 5000
+    """steps between checkpoints (original save_checkpoints_steps: 5000)"""
+    keep_last: int = 5
+    """checkpoints kept (original keep_checkpoint_max: 5)"""
+    max_bad_steps: int = 10
+    """consecutive non-finite steps before the run stops"""
+    progress_bar: bool = True
+    """tqdm progress bar"""
 
 
 @dataclass
@@ -228,61 +264,12 @@ def recipe(name: str) -> PretrainConfig:
 
 
 # ---------------------------------------------------------------------------------------------- merging
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = get_type_hints(cls)
-    return {f.name: hints[f.name] for f in fields(cls)}
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check / convert ``value`` to the field type ``tp`` (int, float, str, bool, dict and their Optional)."""
-    text = str(tp)
-    optional = "None" in text
-    if value is None:
-        if optional:
-            return None
-        raise ConfigError(f"{where}: may not be null")
-    base = text.replace(" | None", "").replace("None | ", "")
-    if base.startswith("dict") or tp is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if base in ("bool", "<class 'bool'>"):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0", "on", "off"):
-            return value.lower() in ("true", "yes", "1", "on")
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if base in ("int", "<class 'int'>"):
-        if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str):
-            try:
-                return int(value.replace("_", ""))
-            except ValueError:
-                pass
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
-    if base in ("float", "<class 'float'>"):
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, str):
-            try:
-                return float(value)
-            except ValueError:
-                pass
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
-    if base in ("str", "<class 'str'>"):
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
-    return value
-
-
 def apply_dict(cfg: PretrainConfig, raw: dict[str, Any], source: str) -> PretrainConfig:
-    """A copy of ``cfg`` with the sections / fields of ``raw`` set (unknown names are errors)."""
+    """A copy of ``cfg`` with the sections / fields of ``raw`` set (unknown names are errors).
+
+    Raises:
+        ConfigError: naming ``source`` and the field (``x.json: optim.lr: expected a number``).
+    """
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping of sections {list(SECTIONS)}")
     out = copy.deepcopy(cfg)
@@ -292,33 +279,17 @@ def apply_dict(cfg: PretrainConfig, raw: dict[str, Any], source: str) -> Pretrai
         if not isinstance(values, dict):
             raise ConfigError(f"{source}: section {section!r} must be a mapping")
         obj = getattr(out, section)
-        types = _field_types(type(obj))
+        types = field_types(type(obj))
         for key, value in values.items():
             if key not in types:
                 raise ConfigError(
                     f"{source}: unknown field {section}.{key} (fields of {section}: {', '.join(types)})"
                 )
-            setattr(obj, key, _coerce(value, types[key], f"{source}: {section}.{key}"))
+            try:
+                setattr(obj, key, coerce(value, types[key], f"{source}: {section}.{key}"))
+            except FieldError as e:
+                raise ConfigError(str(e)) from None
     return out
-
-
-def parse_value(text: str) -> Any:
-    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text."""
-    text = text.strip()
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        pass
-    low = text.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    if low in ("null", "none", "~", ""):
-        return None
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
 
 
 def parse_yaml_subset(text: str, source: str) -> dict[str, Any]:
@@ -386,13 +357,3 @@ def to_yaml(cfg: PretrainConfig) -> str:
         for key, value in values.items():
             lines.append(f"  {key}: {json.dumps(value)}")
     return "\n".join(lines) + "\n"
-
-
-def field_help() -> dict[str, tuple[Any, str]]:
-    """``{"optim.lr": (type, help)}`` for every field (the CLI makes one flag of each)."""
-    out = {}
-    for section, cls in SECTIONS.items():
-        types = _field_types(cls)
-        for f in fields(cls):
-            out[f"{section}.{f.name}"] = (types[f.name], f.metadata.get("help", ""))
-    return out
