@@ -9,7 +9,10 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from albert.config import AlbertConfig  # noqa: E402
+from albert.convert import keymap  # noqa: E402
+from albert.convert.hf import load_model  # noqa: E402
 from albert.model import (  # noqa: E402
+    HEADS,
     AlbertForMaskedLM,
     AlbertForPreTraining,
     AlbertForQuestionAnswering,
@@ -158,6 +161,7 @@ def test_hf_albert_heads(hf_cls, ours_cls, extra, tmp_path):
     hf = _hf_albert("groups", hf_cls, **extra)
     hf.save_pretrained(tmp_path)
     ours = ours_cls.from_pretrained(tmp_path).eval()
+    assert type(load_model(tmp_path)) is ours_cls  # the class transformers' config.json names
     batch = _batch(hf.config.vocab_size)
     valid = _valid(batch["attention_mask"])
     with torch.no_grad():
@@ -198,6 +202,7 @@ def test_hf_bert_loads(hf_cls, tmp_path):
         "BertForMaskedLM": AlbertForMaskedLM,
     }
     ours = cls[hf_cls].from_pretrained(tmp_path).eval()
+    assert type(load_model(tmp_path)) is cls[hf_cls]
     assert ours.config.model_type == "bert" and ours.config.hidden_act == "gelu"
     batch = _batch(cfg.vocab_size)
     valid = _valid(batch["attention_mask"])
@@ -235,3 +240,10 @@ def test_real_minilm_bert_weights(minilm_dir):
         out = ours(**batch)
     torch.testing.assert_close(out.sequence_output[valid], ref.last_hidden_state[valid], **TOL)
     torch.testing.assert_close(out.pooled_output, ref.pooler_output, **TOL)
+
+
+def test_our_architectures_are_transformers_classes():
+    """config.json's ``architectures`` (derived from albert.model.HEADS) names classes transformers has."""
+    for model_type in keymap.HF_HEADS:
+        for head in HEADS:
+            assert hasattr(transformers, keymap.hf_architecture(model_type, head)), (model_type, head)

@@ -19,7 +19,7 @@ import torch
 from albert.cli.main import main as cli
 from albert.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
 from albert.convert.tf_checkpoint import ChecksumError, TFCheckpoint, write_checkpoint
-from albert.model import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from albert.model import HEADS, AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
 
 transformers = pytest.importorskip("transformers")
 
@@ -48,7 +48,7 @@ def _assert_state_equals_hf(model_dir: Path, hf_cls: str, hf_npz: Path) -> None:
 def test_release_tarball_converts_exactly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     src = FIXTURES / "google"
     with caplog.at_level(logging.INFO, logger="albert.convert.tf"):
-        report = convert_tf_checkpoint(src, tmp_path / "model")
+        report = convert_tf_checkpoint(src, tmp_path / "model", HEADS)
     assert report.layout == "google" and report.head == "pretraining" and report.unused == []
     assert len(report.skipped) == 2 * 80 + 1  # adam_m + adam_v of each of the 80 variables, global_step
     assert any("skipped 161 optimizer / bookkeeping variables" in r.getMessage() for r in caplog.records)
@@ -95,7 +95,7 @@ def test_tfhub_module_layout(tmp_path: Path) -> None:
         shutil.copy(f, module / "variables" / f.name.replace("model.ckpt-best", "variables"))
     shutil.copy(src / "albert_config.json", module / "assets")
     shutil.copy(src / "30k-clean.model", module / "assets")
-    convert_tf_checkpoint(module, tmp_path / "out")
+    convert_tf_checkpoint(module, tmp_path / "out", HEADS)
     assert (tmp_path / "out" / "spiece.model").read_bytes() == (src / "30k-clean.model").read_bytes()
     _assert_state_equals_hf(tmp_path / "out", "AlbertForPreTraining", src / "hf.npz")
 
@@ -112,7 +112,7 @@ def test_albert_zh_google_layout_with_wordpiece(tmp_path: Path) -> None:
     (zh / "vocab.txt").write_text(
         "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars]) + "\n", encoding="utf-8"
     )
-    report = convert_tf_checkpoint(zh, tmp_path / "out")
+    report = convert_tf_checkpoint(zh, tmp_path / "out", HEADS)
     assert report.layout == "google" and report.prefix.name == "albert_model.ckpt"
     assert (tmp_path / "out" / "vocab.txt").is_file() and not (tmp_path / "out" / "spiece.model").exists()
     tok = transformers.AutoTokenizer.from_pretrained(tmp_path / "out")
@@ -124,7 +124,7 @@ def test_albert_zh_google_layout_with_wordpiece(tmp_path: Path) -> None:
 def test_finetuned_classifier(tmp_path: Path) -> None:
     src = FIXTURES / "classifier"
     assert TFCheckpoint(src).num_shards == 2
-    report = convert_tf_checkpoint(src, tmp_path / "model")
+    report = convert_tf_checkpoint(src, tmp_path / "model", HEADS)
     assert report.head == "classification"
     assert all(n.startswith("module/bert/") or n.startswith("output_") for n in report.used)
     model = AlbertForSequenceClassification.from_pretrained(tmp_path / "model")
@@ -140,7 +140,7 @@ def test_finetuned_classifier(tmp_path: Path) -> None:
 # -------------------------------------------------------------------------------- albert_zh (brightmart)
 def test_brightmart_albert_zh(tmp_path: Path) -> None:
     src = FIXTURES / "brightmart"
-    report = convert_tf_checkpoint(src, tmp_path / "model")
+    report = convert_tf_checkpoint(src, tmp_path / "model", HEADS)
     assert report.layout == "brightmart" and report.head == "pretraining"
     assert report.config_source.endswith("albert_config_tiny.json")
     assert all(s.endswith(("lamb_m", "lamb_v", "global_step")) for s in report.skipped)
@@ -191,8 +191,8 @@ def test_unknown_variable_is_an_error_unless_allowed(tmp_path: Path) -> None:
     with pytest.raises(
         ConversionError, match=r"match nothing .*group_0/inner_group_0/adapter/kernel.*--allow-unused"
     ):
-        load_tf_checkpoint(prefix)
-    model, report = load_tf_checkpoint(prefix, allow_unused=True)
+        load_tf_checkpoint(prefix, HEADS)
+    model, report = load_tf_checkpoint(prefix, HEADS, allow_unused=True)
     assert report.unused == ["bert/encoder/transformer/group_0/inner_group_0/adapter/kernel"]
     assert isinstance(model, AlbertForPreTraining)
 
@@ -209,14 +209,16 @@ def test_split_heads_kernels_of_older_exports(tmp_path: Path) -> None:
         arrays[s + f"self/{n}/bias"] = arrays[s + f"self/{n}/bias"].reshape(heads, h // heads)
     arrays[s + "output/dense/kernel"] = arrays[s + "output/dense/kernel"].reshape(heads, h // heads, h)
     write_checkpoint(tmp_path / "model.ckpt", arrays)
-    split, _ = load_tf_checkpoint(tmp_path / "model.ckpt", config=FIXTURES / "google" / "albert_config.json")
-    flat, _ = load_tf_checkpoint(FIXTURES / "google")
+    split, _ = load_tf_checkpoint(
+        tmp_path / "model.ckpt", HEADS, config=FIXTURES / "google" / "albert_config.json"
+    )
+    flat, _ = load_tf_checkpoint(FIXTURES / "google", HEADS)
     for (name, x), (_, y) in zip(split.state_dict().items(), flat.state_dict().items()):
         assert torch.equal(x, y), name
 
 
 def test_head_variables_of_another_head_are_not_errors() -> None:
-    model, report = load_tf_checkpoint(FIXTURES / "google", head=None)
+    model, report = load_tf_checkpoint(FIXTURES / "google", HEADS, head=None)
     assert isinstance(model, AlbertModel)
     assert "cls/seq_relationship/output_weights" in report.unused
 
@@ -232,7 +234,7 @@ def test_config_that_does_not_fit(tmp_path: Path) -> None:
         ConversionError,
         match=r"embedding_hidden_mapping_in/kernel' is float32 \(8, 16\), but it must be .*\(8, 32\)",
     ):
-        load_tf_checkpoint(FIXTURES / "google", config=cfg)
+        load_tf_checkpoint(FIXTURES / "google", HEADS, config=cfg)
     one_group = tmp_path / "one_group.json"
     one_group.write_text(
         (FIXTURES / "google" / "albert_config.json")
@@ -240,7 +242,7 @@ def test_config_that_does_not_fit(tmp_path: Path) -> None:
         .replace('"num_hidden_groups": 2', '"num_hidden_groups": 1')
     )
     with pytest.raises(ConversionError, match=r"match nothing .*group_1/"):
-        load_tf_checkpoint(FIXTURES / "google", config=one_group)
+        load_tf_checkpoint(FIXTURES / "google", HEADS, config=one_group)
 
 
 def test_corrupt_data_file_is_refused_by_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,7 +259,7 @@ def test_corrupt_data_file_is_refused_by_the_cli(tmp_path: Path, capsys: pytest.
     assert name in err and f"crc32c stored {entry.crc32c:#010x}" in err
     assert not (tmp_path / "out" / "model.safetensors").exists()
     with pytest.raises(ChecksumError):
-        load_tf_checkpoint(src)
+        load_tf_checkpoint(src, HEADS)
 
 
 def test_cli_converts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -290,7 +292,7 @@ def test_bert_layout_with_real_weights(tmp_path: Path, minilm_dir: Path) -> None
             arr = hf_state[hf_name]
             tf_arrays[tf_name] = np.ascontiguousarray(arr.T) if tf_name.endswith("/kernel") else arr
     write_checkpoint(tmp_path / "bert_model.ckpt", tf_arrays)
-    model, report = load_tf_checkpoint(tmp_path / "bert_model.ckpt", config=minilm_dir / "config.json")
+    model, report = load_tf_checkpoint(tmp_path / "bert_model.ckpt", HEADS, config=minilm_dir / "config.json")
     assert report.layout == "bert" and isinstance(model, AlbertModel)
     hf = transformers.BertModel.from_pretrained(minilm_dir).eval()
     ids = torch.tensor([[101, 7592, 1010, 2088, 999, 102]])
@@ -326,7 +328,7 @@ def test_squad_v2_head_of_run_squad_v2(tmp_path: Path) -> None:
         "answer_class/dense_0/bias": w(h),
         "answer_class/dense_1/kernel": w(h, 1),
     }
-    report = convert_tf_checkpoint(_google_plus(tmp_path, head), tmp_path / "model")
+    report = convert_tf_checkpoint(_google_plus(tmp_path, head), tmp_path / "model", HEADS)
     assert report.head == "squad_v2"
     assert set(head) <= {n.split("module/")[-1] for n in report.used}
     model = AlbertForSquadV2.from_pretrained(tmp_path / "model").eval()
@@ -364,3 +366,15 @@ def test_squad_v2_head_of_run_squad_v2(tmp_path: Path) -> None:
     a = np.tanh(feat @ hd["answer_class/dense_0/kernel"] + hd["answer_class/dense_0/bias"])
     cls = (a @ hd["answer_class/dense_1/kernel"])[:, 0]
     np.testing.assert_allclose(out["cls_logits"].numpy(), cls, atol=1e-4)
+
+
+def test_the_caller_chooses_the_model_class() -> None:
+    """albert.convert.tf names the head; the class comes from the table its caller passes."""
+
+    class Mine(AlbertForPreTraining):
+        pass
+
+    model, report = load_tf_checkpoint(FIXTURES / "google", {**HEADS, "pretraining": Mine})
+    assert report.head == "pretraining" and type(model) is Mine
+    with pytest.raises(ValueError, match="no model class for head 'pretraining'"):
+        load_tf_checkpoint(FIXTURES / "google", {None: AlbertModel})

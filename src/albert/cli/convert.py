@@ -30,6 +30,8 @@ albert convert tf CKPT --output DIR [--config albert_config.json] [--tokenizer 3
 
 
 def _add_tf(p: argparse.ArgumentParser) -> None:
+    from albert.model import HEADS
+
     p.add_argument(
         "checkpoint", metavar="CKPT_PREFIX_OR_DIR", help="checkpoint prefix, one of its files, or a directory"
     )
@@ -47,16 +49,7 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--head",
         default="auto",
-        choices=(
-            "auto",
-            "none",
-            "pretraining",
-            "mlm",
-            "classification",
-            "multiple_choice",
-            "question_answering",
-            "squad_v2",
-        ),
+        choices=("auto", "none", *(h for h in HEADS if h is not None)),
         help="which model to build (default auto: from the variables present; squad_v2 is the head of the "
         "original run_squad_v2.py)",
     )
@@ -70,12 +63,14 @@ def _run_tf(args: argparse.Namespace) -> int:
     from albert.config import ConfigError
     from albert.convert.tf import ConversionError, convert_tf_checkpoint
     from albert.convert.tf_checkpoint import CheckpointFormatError
+    from albert.model import HEADS
 
     start = time.perf_counter()
     try:
         report = convert_tf_checkpoint(
             args.checkpoint,
             args.output,
+            HEADS,
             config=args.config,
             tokenizer=args.tokenizer,
             head=None if args.head == "none" else args.head,

@@ -23,16 +23,18 @@ from albert._io import atomic_write, atomic_write_text
 from albert.config import AlbertConfig, ConfigError
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
+from albert.model import HEADS, PreTrainedModule, head_of
 
 logger = logging.getLogger(__name__)
 
-M = TypeVar("M")
+M = TypeVar("M", bound=PreTrainedModule)
 
 CONFIG_NAME = "config.json"
 WEIGHTS_NAME = "model.safetensors"
 WEIGHTS_INDEX_NAME = "model.safetensors.index.json"
 PICKLE_NAME = "pytorch_model.bin"
 NATIVE_FORMAT = "albert-native"
+HEAD_KEY = "albert_head"  # config.json: our head name (albert.model.HEADS)
 
 
 class CheckpointError(ValueError):
@@ -88,41 +90,84 @@ def _is_native(state: dict[str, torch.Tensor], meta: dict[str, str]) -> bool:
 
 def _all_head_names(config: AlbertConfig) -> set[str]:
     """Every foreign name that any head (or the pooler) may have: present but unused is not an error."""
-    tables = keymap.HF_ALBERT_HEADS if config.model_type == "albert" else keymap.HF_BERT_HEADS
     names: set[str] = set()
-    for table in tables.values():
+    for table in keymap.HF_HEADS[config.model_type].values():
         for rule in keymap.expand(table, config):
             names.update(rule.theirs)
     return names
 
 
-def load_model_dir(cls: type[M], path: Path, **kwargs: Any) -> M:
-    """Build ``cls`` from a model directory (see module docstring). Keyword arguments are constructor
-    arguments of ``cls`` (its ``extra_config_keys``) or AlbertConfig fields to override."""
+def load_model_dir(
+    cls: type[M],
+    path: Path,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    **kwargs: Any,
+) -> M:
+    """Build ``cls`` from a model directory (see module docstring), `PreTrainedModule.from_pretrained`.
+    Keyword arguments are constructor arguments of ``cls`` (its ``extra_config_keys``) or AlbertConfig
+    fields to override."""
     config, raw = _read_config(path)
     field_names = set(config.to_dict())
     overrides = {k: v for k, v in kwargs.items() if k in field_names}
     ctor = {k: v for k, v in kwargs.items() if k not in field_names}
-    unknown = set(ctor) - set(getattr(cls, "extra_config_keys", ()))
+    unknown = set(ctor) - set(cls.extra_config_keys)
     if unknown:
         raise TypeError(f"{cls.__name__}.from_pretrained: unknown argument(s) {sorted(unknown)}")
     if overrides:
         config = config.replace(**overrides)
-    for key in getattr(cls, "extra_config_keys", ()):
+    for key in cls.extra_config_keys:
         if key not in ctor and key in raw:
             ctor[key] = raw[key]
         elif key == "num_labels" and key not in ctor and "id2label" in raw:
             ctor[key] = len(raw["id2label"])
-    model = cls(config, **ctor)  # type: ignore[call-arg]
+    model = cls(config, **ctor)
     state, meta, source = read_state_dict(path)
-    target = model.state_dict()  # type: ignore[attr-defined]
+    target = model.state_dict()
     if _is_native(state, meta):
         new_state = _load_native(state, target, source)
     else:
-        new_state = _load_hf(state, target, config, getattr(cls, "head", None), source)
-    model.load_state_dict(new_state, strict=False)  # type: ignore[attr-defined]
+        new_state = _load_hf(state, target, config, head_of(cls), source)
+    model.load_state_dict(new_state, strict=False)
     logger.info("loaded %s from %s (%d tensors)", cls.__name__, path, len(new_state))
+    if device is not None or dtype is not None:
+        model.to(device=device, dtype=dtype)
     return model
+
+
+def model_class(raw: dict[str, Any], source: str = CONFIG_NAME) -> type[PreTrainedModule]:
+    """The class that a ``config.json`` names: our head name (``albert_head``, which we write), else
+    Hugging Face's ``architectures`` (AlbertForMaskedLM, BertModel, ...), else the bare encoder (a
+    released ``albert_config.json`` names none)."""
+    if HEAD_KEY in raw:
+        head = raw[HEAD_KEY]
+        if head not in HEADS:
+            known = ", ".join(str(h) for h in HEADS)
+            raise ConfigError(f"{source}: {HEAD_KEY} {head!r} is none of the heads ({known})")
+        return HEADS[head]
+    architectures = raw.get("architectures") or []
+    if not architectures:
+        return HEADS[None]
+    try:
+        return HEADS[keymap.head_of_architecture(architectures[0])]
+    except ConfigError as e:
+        raise ConfigError(f"{source}: {e}") from None
+
+
+def load_model(
+    path: str | Path,
+    *,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    **kwargs: Any,
+) -> PreTrainedModule:
+    """Load a model directory as the class its ``config.json`` names (see `model_class`), e.g. a
+    fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for ``from_pretrained``."""
+    path = Path(path)
+    _, raw = _read_config(path)
+    cls = model_class(raw, str(path / CONFIG_NAME))
+    return load_model_dir(cls, path, device=device, dtype=dtype, **kwargs)
 
 
 def _check_shape(name: str, foreign: str, got: torch.Tensor, want: torch.Tensor, source: Path) -> None:
@@ -220,13 +265,12 @@ def _load_hf(
 
 
 # ------------------------------------------------------------------------------------------------ writing
-def to_hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
+def to_hf_state_dict(model: PreTrainedModule) -> dict[str, torch.Tensor]:
     """Our state dict under Hugging Face names (requires sharing 'all' or 'none')."""
     config: AlbertConfig = model.config
-    head = getattr(model, "head", None)
     ours = model.state_dict()
     prefixed = any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in ours)
-    rules = keymap.hf_rules(config, head, bare=not prefixed)
+    rules = keymap.hf_rules(config, head_of(model), bare=not prefixed)
     out: dict[str, torch.Tensor] = {}
     for rule in rules:
         if rule.ours not in ours:
@@ -240,12 +284,12 @@ def to_hf_state_dict(model: Any) -> dict[str, torch.Tensor]:
     return out
 
 
-def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
+def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -> None:
     """Write config.json + model.safetensors (+ tokenizer files); each file atomically."""
     from safetensors.torch import save_file
 
     config: AlbertConfig = model.config
-    head = getattr(model, "head", None)
+    head = head_of(model)
     path.mkdir(parents=True, exist_ok=True)
     if keymap.has_foreign_layout(config):
         state = to_hf_state_dict(model)
@@ -263,7 +307,8 @@ def save_model_dir(model: Any, path: Path, tokenizer: Any = None) -> None:
     atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=meta))
 
     cfg = config.to_hf_dict()
-    cfg["architectures"] = [keymap.HF_ARCHITECTURES[(config.model_type, head)]]
+    cfg["architectures"] = [keymap.hf_architecture(config.model_type, head)]
+    cfg[HEAD_KEY] = head  # names the class where the architecture cannot (the SQuAD 2.0 head)
     cfg["model_type"] = config.model_type
     cfg.update(model.extra_config())
     if "num_labels" in cfg:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from albert.config import AlbertConfig
+from albert.config import AlbertConfig, ConfigError
+from albert.model import HEADS
 
 P = ("weight", "bias")
 TF_DENSE = {"weight": "kernel", "bias": "bias"}
@@ -86,24 +87,6 @@ SQUAD_V2_HEAD: dict[str, str | tuple[str, ...]] = {
     for m in ("start", "end_dense", "end_norm", "end_out", "answer_dense", "answer_out")
 }
 
-HF_ALBERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
-    "pretraining": {
-        "mlm.dense.{p}": "predictions.dense.{p}",
-        "mlm.norm.{p}": "predictions.LayerNorm.{p}",
-        "mlm.bias": "predictions.bias",
-        "sop.{p}": "sop_classifier.classifier.{p}",
-    },
-    "mlm": {
-        "mlm.dense.{p}": "predictions.dense.{p}",
-        "mlm.norm.{p}": "predictions.LayerNorm.{p}",
-        "mlm.bias": "predictions.bias",
-    },
-    "classification": {"classifier.{p}": "classifier.{p}"},
-    "multiple_choice": {"classifier.{p}": "classifier.{p}"},
-    "question_answering": {"qa.{p}": "qa_outputs.{p}"},
-    "squad_v2": SQUAD_V2_HEAD,
-}
-
 # ---------------------------------------------------------------------------------- Hugging Face BERT
 HF_BERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
     "embeddings.word.weight": "embeddings.word_embeddings.weight",
@@ -123,23 +106,53 @@ HF_BERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
     "pooler.{p}": "pooler.dense.{p}",
 }
 
-HF_BERT_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
-    "pretraining": {
-        "mlm.dense.{p}": "cls.predictions.transform.dense.{p}",
-        "mlm.norm.{p}": "cls.predictions.transform.LayerNorm.{p}",
-        "mlm.bias": "cls.predictions.bias",
-        "sop.{p}": "cls.seq_relationship.{p}",
-    },
-    "mlm": {
-        "mlm.dense.{p}": "cls.predictions.transform.dense.{p}",
-        "mlm.norm.{p}": "cls.predictions.transform.LayerNorm.{p}",
-        "mlm.bias": "cls.predictions.bias",
-    },
-    "classification": {"classifier.{p}": "classifier.{p}"},
-    "multiple_choice": {"classifier.{p}": "classifier.{p}"},
-    "question_answering": {"qa.{p}": "qa_outputs.{p}"},
-    "squad_v2": SQUAD_V2_HEAD,
+
+# ---------------------------------------------------------------------------------- Hugging Face heads
+def _hf_heads(mlm: str, mlm_bias: str, sentence_pair: str) -> dict[str, dict[str, str | tuple[str, ...]]]:
+    """Name tables of the heads of `albert.model.HEADS`; ALBERT and BERT differ only in the MLM scope and
+    the sentence-pair head (SOP / NSP)."""
+    mlm_table: dict[str, str | tuple[str, ...]] = {
+        "mlm.dense.{p}": f"{mlm}.dense.{{p}}",
+        "mlm.norm.{p}": f"{mlm}.LayerNorm.{{p}}",
+        "mlm.bias": mlm_bias,
+    }
+    return {
+        "pretraining": {**mlm_table, "sop.{p}": sentence_pair},
+        "mlm": mlm_table,
+        "classification": {"classifier.{p}": "classifier.{p}"},
+        "multiple_choice": {"classifier.{p}": "classifier.{p}"},
+        "question_answering": {"qa.{p}": "qa_outputs.{p}"},
+        "squad_v2": SQUAD_V2_HEAD,
+    }
+
+
+#: model_type -> head name -> name table
+HF_HEADS = {
+    "albert": _hf_heads("predictions", "predictions.bias", "sop_classifier.classifier.{p}"),
+    "bert": _hf_heads("cls.predictions.transform", "cls.predictions.bias", "cls.seq_relationship.{p}"),
 }
+#: Heads without a transformers class: their directory names the bare encoder (AlbertModel / BertModel).
+HF_WITHOUT_CLASS = frozenset({"squad_v2"})
+
+
+def hf_architecture(model_type: str, head: str | None) -> str:
+    """The transformers class of a model (config.json ``architectures``): our classes carry transformers'
+    ALBERT names (`albert.model.HEADS`); BERT's are the same with ``Bert`` for ``Albert``."""
+    name = HEADS[None if head in HF_WITHOUT_CLASS else head].__name__
+    return name if model_type == "albert" else "Bert" + name.removeprefix("Albert")
+
+
+def head_of_architecture(architecture: str) -> str | None:
+    """The inverse of `hf_architecture`: the head of ``AlbertForMaskedLM``, ``BertModel``, ...
+
+    Raises:
+        ConfigError: an architecture that none of `albert.model.HEADS` reads.
+    """
+    heads = {hf_architecture(t, h): h for t in HF_HEADS for h in HEADS if h not in HF_WITHOUT_CLASS}
+    if architecture not in heads:
+        raise ConfigError(f"architecture {architecture!r} is none of ours: {', '.join(sorted(heads))}")
+    return heads[architecture]
+
 
 #: Foreign tensors that are copies of others (tied) and are neither required nor errors when present.
 HF_TIED = {
@@ -154,28 +167,11 @@ HF_BUFFERS_SUFFIXES = ("position_ids", "token_type_ids")
 # Our backbone lives under this attribute in task models; Hugging Face's under "albert." / "bert.".
 OUR_BACKBONE_PREFIX = "albert."
 HF_BACKBONE_PREFIX = {"albert": "albert.", "bert": "bert."}
-HF_ARCHITECTURES = {
-    ("albert", None): "AlbertModel",
-    ("albert", "pretraining"): "AlbertForPreTraining",
-    ("albert", "mlm"): "AlbertForMaskedLM",
-    ("albert", "classification"): "AlbertForSequenceClassification",
-    ("albert", "multiple_choice"): "AlbertForMultipleChoice",
-    ("albert", "question_answering"): "AlbertForQuestionAnswering",
-    ("albert", "squad_v2"): "AlbertModel",
-    ("bert", None): "BertModel",
-    ("bert", "pretraining"): "BertForPreTraining",
-    ("bert", "mlm"): "BertForMaskedLM",
-    ("bert", "classification"): "BertForSequenceClassification",
-    ("bert", "multiple_choice"): "BertForMultipleChoice",
-    ("bert", "question_answering"): "BertForQuestionAnswering",
-    ("bert", "squad_v2"): "BertModel",
-}
 
 
 def hf_head_rules(config: AlbertConfig, head: str) -> list[KeyRule]:
     """Rules of one head (names are the same with or without the backbone prefix)."""
-    tables = HF_ALBERT_HEADS if config.model_type == "albert" else HF_BERT_HEADS
-    return expand(tables[head], config)
+    return expand(HF_HEADS[config.model_type][head], config)
 
 
 def hf_rules(config: AlbertConfig, head: str | None, *, bare: bool) -> list[KeyRule]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +50,7 @@ from albert.config import AlbertConfig, ConfigError
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
 from albert.convert.tf_checkpoint import TFCheckpoint
+from albert.model import PreTrainedModule
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +155,6 @@ TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
         "squad.answer_out.weight": "answer_class/dense_1/kernel",  # use_bias=False
     },
 }
-HEADS = tuple(TF_HEADS)
 
 # Optimizer state and bookkeeping: never weights of the model.
 _SKIP = re.compile(
@@ -317,20 +317,6 @@ def _choose_head(names: set[str]) -> str | None:
     return None
 
 
-def _model_class(head: str | None) -> type[Any]:
-    from albert import model as m
-
-    return {
-        None: m.AlbertModel,
-        "pretraining": m.AlbertForPreTraining,
-        "mlm": m.AlbertForMaskedLM,
-        "classification": m.AlbertForSequenceClassification,
-        "multiple_choice": m.AlbertForMultipleChoice,
-        "question_answering": m.AlbertForQuestionAnswering,
-        "squad_v2": m.AlbertForSquadV2,
-    }[head]
-
-
 _FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 
@@ -359,21 +345,24 @@ def _read_part(ckpt: TFCheckpoint, name: str, kernel: bool, out: np.ndarray, ver
 
 def load_tf_checkpoint(
     path: str | Path,
+    models: Mapping[str | None, type[PreTrainedModule]],
     *,
     config: AlbertConfig | str | Path | None = None,
     head: str | None = "auto",
     allow_unused: bool = False,
     verify: bool = True,
-) -> tuple[Any, TFConversionReport]:
+) -> tuple[PreTrainedModule, TFConversionReport]:
     """Build one of our models from a TensorFlow 1 checkpoint (prefix, one of its files, or its directory).
 
     Args:
         path: checkpoint prefix, one of its files, a release directory or a TF-Hub module directory.
+        models: head name -> the model class to build (`albert.model.HEADS`; the caller chooses the
+            classes, this module only names the heads).
         config: an `AlbertConfig`, a path to ``albert_config.json`` (released, brightmart's or Hugging
             Face's), or None to look for one next to the checkpoint (and in a TF-Hub ``assets/``).
         head: ``auto`` (from the variables: ``output_weights`` -> classification, ``cls/squad`` -> question
             answering, ``answer_class`` -> the SQuAD 2.0 head, ``cls/predictions`` +
-            ``cls/seq_relationship`` -> pretraining, ...), one of `HEADS`, or None for the bare encoder.
+            ``cls/seq_relationship`` -> pretraining, ...), one of `TF_HEADS`, or None for the bare encoder.
         allow_unused: log variables that no rule uses instead of raising.
         verify: check every tensor's CRC32C (on by default).
 
@@ -386,18 +375,19 @@ def load_tf_checkpoint(
     """
     ckpt = TFCheckpoint(path)
     try:
-        return _load(ckpt, config, head, allow_unused, verify)
+        return _load(ckpt, models, config, head, allow_unused, verify)
     finally:
         ckpt.close()
 
 
 def _load(
     ckpt: TFCheckpoint,
+    models: Mapping[str | None, type[PreTrainedModule]],
     config: AlbertConfig | str | Path | None,
     head: str | None,
     allow_unused: bool,
     verify: bool,
-) -> tuple[Any, TFConversionReport]:
+) -> tuple[PreTrainedModule, TFConversionReport]:
     where = str(ckpt.prefix)
     # our view of the names: without TF-Hub's "module/" scope
     tf_names: dict[str, str] = {}
@@ -430,8 +420,10 @@ def _load(
     if head == "auto":
         head = _choose_head(names)
     if head is not None and head not in TF_HEADS:
-        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(HEADS)} or None")
-    cls = _model_class(head)
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(TF_HEADS)} or None")
+    if head not in models:
+        raise ValueError(f"no model class for head {head!r} among {', '.join(map(str, models))}")
+    cls = models[head]
     ctor: dict[str, Any] = {}
     if head in ("classification",):
         if "output_weights" not in names:
@@ -533,6 +525,7 @@ def _brightmart_words(ckpt: TFCheckpoint, tf_names: dict[str, str], out: np.ndar
 def convert_tf_checkpoint(
     path: str | Path,
     output: str | Path,
+    models: Mapping[str | None, type[PreTrainedModule]],
     *,
     config: AlbertConfig | str | Path | None = None,
     tokenizer: str | Path | None = None,
@@ -541,8 +534,9 @@ def convert_tf_checkpoint(
 ) -> TFConversionReport:
     """Convert a TF1 checkpoint into a model directory (config.json + model.safetensors + tokenizer files)
     that our package and Hugging Face transformers both load. ``tokenizer``: the vocabulary (a
-    SentencePiece ``.model`` or a WordPiece ``vocab.txt``); by default the one next to the checkpoint."""
-    model, report = load_tf_checkpoint(path, config=config, head=head, allow_unused=allow_unused)
+    SentencePiece ``.model`` or a WordPiece ``vocab.txt``); by default the one next to the checkpoint.
+    ``models``: as for `load_tf_checkpoint`."""
+    model, report = load_tf_checkpoint(path, models, config=config, head=head, allow_unused=allow_unused)
     vocab = Path(tokenizer) if tokenizer is not None else find_vocab(report.prefix)
     tok = None
     if vocab is None:

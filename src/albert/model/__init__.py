@@ -2,11 +2,13 @@
 
 from albert.model.albert import AlbertModel, Output, PreTrainedModule
 from albert.model.heads import (
+    HEADS,
     AlbertForMaskedLM,
     AlbertForMultipleChoice,
     AlbertForPreTraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
+    head_of,
 )
 from albert.model.squad_head import AlbertForSquadV2, SquadV2Head
 
@@ -21,4 +23,6 @@ __all__ = [
     "SquadV2Head",
     "Output",
     "PreTrainedModule",
+    "HEADS",
+    "head_of",
 ]

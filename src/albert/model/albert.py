@@ -32,8 +32,6 @@ class Output(dict):
 class PreTrainedModule(nn.Module):
     """Base of all models: holds the config, initializes as the original, loads and saves model dirs."""
 
-    #: head name used in checkpoints (None for the bare encoder), see albert.convert.keymap
-    head: ClassVar[str | None] = None
     #: extra constructor arguments that are stored in config.json (e.g. num_labels)
     extra_config_keys: ClassVar[tuple[str, ...]] = ()
 
@@ -66,10 +64,7 @@ class PreTrainedModule(nn.Module):
         """
         from albert.convert.hf import load_model_dir
 
-        model = load_model_dir(cls, Path(path), **kwargs)
-        if device is not None or dtype is not None:
-            model.to(device=device, dtype=dtype)
-        return model
+        return load_model_dir(cls, Path(path), device=device, dtype=dtype, **kwargs)
 
     def save_pretrained(self, path: str | Path, tokenizer: Any = None) -> None:
         """Write a model directory (config.json + model.safetensors [+ tokenizer files]) that Hugging Face

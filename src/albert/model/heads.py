@@ -6,6 +6,9 @@
 * `AlbertForSequenceClassification`: pooled -> dropout -> dense; regression (MSE) when num_labels == 1.
 * `AlbertForMultipleChoice`: pooled -> dropout -> dense(1), softmax over the choices.
 * `AlbertForQuestionAnswering`: the SQuAD 1.1 span head (start / end logits per token).
+
+`HEADS` at the bottom names every model class (with `albert.model.squad_head.AlbertForSquadV2`): the one
+head-name -> class table that checkpoints, ``config.json`` and the converters' name tables key on.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch import nn
 from albert.config import AlbertConfig
 from albert.model.albert import AlbertModel, Output, PreTrainedModule
 from albert.model.encoder import ACT_FNS
+from albert.model.squad_head import AlbertForSquadV2
 
 IGNORE_INDEX = -100
 
@@ -65,8 +69,6 @@ class AlbertForPreTraining(PreTrainedModule):
     ``loss = mlm_loss + sop_loss`` (original run_pretraining.py).
     """
 
-    head = "pretraining"
-
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__(config)
         self.albert = AlbertModel(config)
@@ -105,7 +107,7 @@ class AlbertForPreTraining(PreTrainedModule):
 
 
 class AlbertForMaskedLM(PreTrainedModule):
-    head = "mlm"
+    """Encoder + the MLM head alone (no pooler)."""
 
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__(config)
@@ -135,7 +137,6 @@ class AlbertForSequenceClassification(PreTrainedModule):
     """pooled -> dropout(classifier_dropout_prob) -> dense (original classifier_utils.py create_model:
     dropout keep_prob 0.9). ``num_labels == 1`` is regression with a mean squared error (STS-B)."""
 
-    head = "classification"
     extra_config_keys = ("num_labels",)
 
     def __init__(self, config: AlbertConfig, num_labels: int = 2) -> None:
@@ -172,8 +173,6 @@ class AlbertForMultipleChoice(PreTrainedModule):
     """Each (example, choice) pair is encoded separately; pooled -> dropout -> dense(1); softmax over the
     choices and cross-entropy (original run_race.py). Inputs are (B, C, T)."""
 
-    head = "multiple_choice"
-
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__(config)
         self.albert = AlbertModel(config)
@@ -204,8 +203,6 @@ class AlbertForQuestionAnswering(PreTrainedModule):
     """SQuAD 1.1 span head: a dense layer to (start, end) logits per token; loss (CE_start + CE_end) / 2
     (original squad_utils.py v1 model)."""
 
-    head = "question_answering"
-
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__(config)
         self.albert = AlbertModel(config, add_pooler=False)
@@ -229,3 +226,31 @@ class AlbertForQuestionAnswering(PreTrainedModule):
                 F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)
             ) / 2
         return result
+
+
+#: Head name -> model class, the package's one table of them. The name is what ``config.json`` records
+#: (``albert_head``) and what the converters' name tables (albert.convert.keymap, albert.convert.tf) are
+#: keyed by; ``None`` is the bare encoder.
+HEADS: dict[str | None, type[PreTrainedModule]] = {
+    None: AlbertModel,
+    "pretraining": AlbertForPreTraining,
+    "mlm": AlbertForMaskedLM,
+    "classification": AlbertForSequenceClassification,
+    "multiple_choice": AlbertForMultipleChoice,
+    "question_answering": AlbertForQuestionAnswering,
+    "squad_v2": AlbertForSquadV2,
+}
+_NAME_OF = {cls: name for name, cls in HEADS.items()}
+
+
+def head_of(model: PreTrainedModule | type[PreTrainedModule]) -> str | None:
+    """The `HEADS` name of a model or model class (of a subclass: its nearest base in the table).
+
+    Raises:
+        ValueError: the class derives from none of the classes in `HEADS`.
+    """
+    cls = model if isinstance(model, type) else type(model)
+    for base in cls.__mro__:
+        if base in _NAME_OF:
+            return _NAME_OF[base]
+    raise ValueError(f"{cls.__name__} is none of the model classes of albert.model.HEADS")

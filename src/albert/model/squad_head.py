@@ -163,7 +163,6 @@ class AlbertForSquadV2(PreTrainedModule):
     ``is_impossible``.
     """
 
-    head = "squad_v2"
     extra_config_keys = ("start_n_top", "end_n_top")
 
     def __init__(
