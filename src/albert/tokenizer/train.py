@@ -164,26 +164,17 @@ def train_sentencepiece(
             f"model of {vocab_size:,} pieces on {len(sample):,} of them"
         )
     flags = {
-        "model_type": model_type,
-        "vocab_size": vocab_size,
-        "character_coverage": character_coverage,
-        "user_defined_symbols": symbols,
-        "input_sentence_size": input_sentence_size,
-        "max_sentence_length": max_sentence_length,
-        "num_threads": num_threads,
+        "model_type": model_type, "vocab_size": vocab_size, "character_coverage": character_coverage,
+        "user_defined_symbols": symbols, "input_sentence_size": input_sentence_size,
+        "max_sentence_length": max_sentence_length, "num_threads": num_threads,
         "minloglevel": 0 if sentencepiece_log else 2,
-    }
+    }  # fmt: skip
     model = _train_model(sample, flags, seed, inputs, stats)
     stats.seconds = time.monotonic() - t0
     tok = AlbertTokenizer.from_bytes(
-        model,
-        source=str(out / "spiece.model"),
-        do_lower_case=do_lower_case,
-        keep_accents=keep_accents,
+        model, source=str(out / "spiece.model"), do_lower_case=do_lower_case, keep_accents=keep_accents
     )
-    stats.files = tok.save_pretrained(out)
-    vocab_file = _write_vocab_file(tok, out / "spiece.vocab")
-    stats.files.append(vocab_file)
+    stats.files = [*tok.save_pretrained(out), _write_vocab_file(tok, out / "spiece.vocab")]
     if progress is not None:
         progress(
             f"trained a {model_type} vocabulary of {tok.vocab_size:,} pieces on {stats.lines_used:,} lines "
