@@ -16,7 +16,7 @@ from albert.data.instances import (
     create_instances_from_document,
     derive_rng,
     instance_token_ids,
-    truncate_seq_pair,
+    truncate_pair_randomly,
 )
 
 
@@ -162,17 +162,17 @@ def test_document_longer_than_the_budget() -> None:
     assert len(recs) == 2 and recs[1][2] == 5
 
 
-def test_truncate_seq_pair() -> None:
+def test_truncate_pair_randomly() -> None:
     rng = random.Random(0)
     fronts = 0
     for _ in range(200):
-        a0, al, b0, bl = truncate_seq_pair(100, 50, 0, 10, 40, rng)
+        a0, al, b0, bl = truncate_pair_randomly(100, 50, 0, 10, 40, rng)
         assert al + bl == 40 and bl == 10  # only the longer side (A) is cut
         assert a0 >= 100 and a0 + al <= 150  # a contiguous piece of the original span
         fronts += a0 - 100
     # each removal is from the front with p = 0.5: 20 removals per call
     assert abs(fronts / (200 * 20) - 0.5) < 0.05
-    assert truncate_seq_pair(0, 5, 10, 5, 9, random.Random(1))[1:4:2] == (5, 4)  # ties cut B
+    assert truncate_pair_randomly(0, 5, 10, 5, 9, random.Random(1))[1:4:2] == (5, 4)  # ties cut B
 
 
 def test_sop_labels_and_segment_order() -> None:

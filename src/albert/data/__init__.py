@@ -22,7 +22,7 @@ from albert.data.documents import (
     read_documents,
     strip_wiki_markup,
 )
-from albert.data.instances import InstanceConfig, create_instances_from_document, truncate_seq_pair
+from albert.data.instances import InstanceConfig, create_instances_from_document, truncate_pair_randomly
 from albert.data.masking import (
     MaskingConfig,
     create_masked_lm_predictions,
@@ -57,7 +57,7 @@ __all__ = [
     "prepare",
     "read_documents",
     "strip_wiki_markup",
-    "truncate_seq_pair",
+    "truncate_pair_randomly",
     "verify_shards",
 ]
 

@@ -11,8 +11,9 @@
 * SOP (``random_next_sentence=False``, the ALBERT default): with p = 0.5 A and B swap places, label 1.
   NSP (``random_next_sentence=True``, BERT and the paper's Table 5 baseline): with p = 0.5 B comes from a
   random document, label 1, and the chunk's unused sentences are put back for the next chunk.
-* ``truncate_seq_pair``: while too long, drop one token from the longer side (B on ties), from the front
-  or the back with p = 0.5 each.
+* ``truncate_seq_pair`` (our :func:`truncate_pair_randomly`): while too long, drop one token from the longer
+  side (B on ties), from the front or the back with p = 0.5 each. (Fine-tuning truncates differently: always
+  from the back, see :mod:`albert.tasks`.)
 
 Fixes (each makes the output reproducible or streamable, said here once):
 
@@ -111,7 +112,7 @@ class DocumentIndex:
         return len(self.doc_offsets) - 1
 
 
-def truncate_seq_pair(
+def truncate_pair_randomly(
     a_start: int, a_len: int, b_start: int, b_len: int, max_num_tokens: int, rng: random.Random
 ) -> tuple[int, int, int, int]:
     """The original's ``truncate_seq_pair`` on spans: trim the longer side, front or back at random."""
@@ -188,7 +189,7 @@ def create_instances_from_document(
                 is_random_next = False
                 b_start = int(sent_off[chunk_first + a_end])
                 b_len = int(sent_off[i + 1]) - b_start
-            a_start, a_len, b_start, b_len = truncate_seq_pair(
+            a_start, a_len, b_start, b_len = truncate_pair_randomly(
                 a_start, a_len, b_start, b_len, max_num_tokens, rng
             )
             assert a_len >= 1 and b_len >= 1
