@@ -103,56 +103,73 @@ class SquadV2Head(nn.Module):
 
         start_logits = self.start(sequence_output).squeeze(-1).float()  # (B, T)
         start_logits = start_logits.masked_fill(masked, NEG_INF)
-        start_log_probs = F.log_softmax(start_logits, dim=-1)  # (B, T)
-        out = Output(start_log_probs=start_log_probs)
-
+        out = Output(start_log_probs=F.log_softmax(start_logits, dim=-1))  # (B, T)
         if start_positions is not None:
-            # end conditioned on the gold start
-            rows = torch.arange(b, device=sequence_output.device)
-            start_feat = sequence_output[rows, start_positions][:, None, :]  # (B, 1, H)
-            end_logits = self._end_logits(sequence_output, start_feat).masked_fill(masked, NEG_INF)  # (B, T)
-            out["end_log_probs"] = F.log_softmax(end_logits, dim=-1)
+            out["end_log_probs"] = self._gold_start_end(sequence_output, masked, start_positions)
         if start_positions is None or not self.training:
-            k_start = min(self.start_n_top, t)
-            k_end = min(self.end_n_top, t)
-            top_lp, top_idx = start_log_probs.topk(k_start, dim=-1)  # (B, k)
-            gather = top_idx[:, :, None].expand(b, k_start, sequence_output.size(-1))  # (B, k, H)
-            start_feat = sequence_output.gather(1, gather)[:, :, None, :]  # (B, k, 1, H)
-            seq_k = sequence_output[:, None, :, :].expand(
-                b, k_start, t, sequence_output.size(-1)
-            )  # (B,k,T,H)
-            end_logits = self._end_logits(seq_k, start_feat)  # (B, k, T)
-            end_logits = end_logits.masked_fill(masked[:, None, :], NEG_INF)
-            end_log_probs = F.log_softmax(end_logits, dim=-1)  # (B, k, T)
-            end_lp, end_idx = end_log_probs.topk(k_end, dim=-1)  # (B, k, k_end)
-            out.update(
-                start_top_log_probs=top_lp,
-                start_top_index=top_idx,
-                end_top_log_probs=end_lp.reshape(b, k_start * k_end),
-                end_top_index=end_idx.reshape(b, k_start * k_end),
-            )
-
-        # answerability from the start-probability-weighted representation and [CLS]
-        start_p = start_logits.softmax(dim=-1).to(sequence_output.dtype)  # (B, T)
-        start_summary = torch.einsum("bt,bth->bh", start_p, sequence_output)  # (B, H)
-        cls_feat = sequence_output[:, 0]  # (B, H)
-        h = torch.tanh(self.answer_dense(torch.cat([start_summary, cls_feat], dim=-1)))  # (B, H)
-        cls_logits = self.answer_out(self.dropout(h)).squeeze(-1).float()  # (B,)
-        out["cls_logits"] = cls_logits
-
+            out.update(self._beam(sequence_output, masked, out["start_log_probs"]))
+        out["cls_logits"] = self._answer_logits(sequence_output, start_logits)
         if start_positions is not None and end_positions is not None:
-            start_loss = F.nll_loss(start_log_probs, start_positions)
-            end_loss = F.nll_loss(out["end_log_probs"], end_positions)
-            if is_impossible is None:
-                is_impossible = start_positions == 0
-            cls_loss = F.binary_cross_entropy_with_logits(cls_logits, is_impossible.float())
-            out.update(
-                loss=(start_loss + end_loss) / 2 + CLS_LOSS_WEIGHT * cls_loss,
-                start_loss=start_loss,
-                end_loss=end_loss,
-                cls_loss=cls_loss,
-            )
+            out.update(self._losses(out, start_positions, end_positions, is_impossible))
         return out
+
+    def _gold_start_end(
+        self, seq: torch.Tensor, masked: torch.Tensor, start_positions: torch.Tensor
+    ) -> torch.Tensor:
+        """End log-probabilities (B, T) conditioned on the gold start (training)."""
+        rows = torch.arange(seq.size(0), device=seq.device)
+        start_feat = seq[rows, start_positions][:, None, :]  # (B, 1, H)
+        end_logits = self._end_logits(seq, start_feat).masked_fill(masked, NEG_INF)  # (B, T)
+        return F.log_softmax(end_logits, dim=-1)
+
+    def _beam(
+        self, seq: torch.Tensor, masked: torch.Tensor, start_log_probs: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
+        """The ``start_n_top`` best starts, each expanded to its ``end_n_top`` best ends (inference)."""
+        b, t, h = seq.shape  # (B, T, H)
+        k_start = min(self.start_n_top, t)
+        k_end = min(self.end_n_top, t)
+        top_lp, top_idx = start_log_probs.topk(k_start, dim=-1)  # (B, k)
+        gather = top_idx[:, :, None].expand(b, k_start, h)  # (B, k, H)
+        start_feat = seq.gather(1, gather)[:, :, None, :]  # (B, k, 1, H)
+        seq_k = seq[:, None, :, :].expand(b, k_start, t, h)  # (B, k, T, H)
+        end_logits = self._end_logits(seq_k, start_feat)  # (B, k, T)
+        end_logits = end_logits.masked_fill(masked[:, None, :], NEG_INF)
+        end_log_probs = F.log_softmax(end_logits, dim=-1)  # (B, k, T)
+        end_lp, end_idx = end_log_probs.topk(k_end, dim=-1)  # (B, k, k_end)
+        return {
+            "start_top_log_probs": top_lp,
+            "start_top_index": top_idx,
+            "end_top_log_probs": end_lp.reshape(b, k_start * k_end),
+            "end_top_index": end_idx.reshape(b, k_start * k_end),
+        }
+
+    def _answer_logits(self, seq: torch.Tensor, start_logits: torch.Tensor) -> torch.Tensor:
+        """Answerability ``cls_logits`` (B,) from the start-probability-weighted representation and [CLS]."""
+        start_p = start_logits.softmax(dim=-1).to(seq.dtype)  # (B, T)
+        start_summary = torch.einsum("bt,bth->bh", start_p, seq)  # (B, H)
+        cls_feat = seq[:, 0]  # (B, H)
+        h = torch.tanh(self.answer_dense(torch.cat([start_summary, cls_feat], dim=-1)))  # (B, H)
+        return self.answer_out(self.dropout(h)).squeeze(-1).float()  # (B,)
+
+    @staticmethod
+    def _losses(
+        out: Output,
+        start_positions: torch.Tensor,
+        end_positions: torch.Tensor,
+        is_impossible: torch.Tensor | None,
+    ) -> dict[str, torch.Tensor]:
+        start_loss = F.nll_loss(out["start_log_probs"], start_positions)
+        end_loss = F.nll_loss(out["end_log_probs"], end_positions)
+        if is_impossible is None:
+            is_impossible = start_positions == 0
+        cls_loss = F.binary_cross_entropy_with_logits(out["cls_logits"], is_impossible.float())
+        return {
+            "loss": (start_loss + end_loss) / 2 + CLS_LOSS_WEIGHT * cls_loss,
+            "start_loss": start_loss,
+            "end_loss": end_loss,
+            "cls_loss": cls_loss,
+        }
 
 
 class AlbertForSquadV2(PreTrainedModule):
