@@ -26,6 +26,7 @@ __all__ = [
     "fsync_dir",
     "fsync_tree",
     "iter_jsonl",
+    "parse_json_line",
     "read_varint",
     "write_varint",
 ]
@@ -125,7 +126,38 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> Non
 
 
 class JsonlError(ValueError):
-    """A JSON-lines file has a line that is not a JSON object; the message names ``file:line``."""
+    """A JSON-lines file has a line that is not a JSON object; the message names ``file:line``.
+
+    Attributes:
+        reason: what is wrong with the line, without the ``file:line`` (for readers that report it
+            their own way).
+    """
+
+    def __init__(self, message: str, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
+
+
+def parse_json_line(line: str | bytes, where: str, *, objects_only: bool = True) -> Any:
+    """The record on one line of a JSON-lines file.
+
+    Args:
+        line: the line.
+        where: ``file:line``, the start of the error message.
+        objects_only: the record must be a JSON object.
+
+    Raises:
+        JsonlError: ``file:line: ...`` when the line is not valid JSON (or not an object).
+    """
+    try:
+        rec = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        reason = f"not valid JSON ({getattr(e, 'msg', e)})"
+        raise JsonlError(f"{where}: {reason}", reason=reason) from None
+    if objects_only and not isinstance(rec, dict):
+        reason = f"expected a JSON object, got {type(rec).__name__}"
+        raise JsonlError(f"{where}: {reason}", reason=reason)
+    return rec
 
 
 def iter_jsonl(
@@ -159,15 +191,11 @@ def iter_jsonl(
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            rec = parse_json_line(line, f"{where}:{lineno}", objects_only=objects_only)
+        except JsonlError:
             if skip_invalid:
                 continue
-            raise JsonlError(f"{where}:{lineno}: not valid JSON ({getattr(e, 'msg', e)})") from None
-        if objects_only and not isinstance(rec, dict):
-            if skip_invalid:
-                continue
-            raise JsonlError(f"{where}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            raise
         yield lineno, rec
 
 

@@ -68,7 +68,7 @@ def test_jsonl_format(tmp_path: Path) -> None:
     assert [d.units for d in docs] == [["Para one. Still one.", "Para two."], ["Last."]]
     assert [d.line for d in docs] == [1, 5]
     assert report.skipped == {"invalid_json_lines": 1, "missing_text_field": 1, "empty_documents": 1}
-    with pytest.raises(DataError, match=rf"{p}:2: invalid json lines"):
+    with pytest.raises(DataError, match=rf"{p}:2: invalid json lines \(not valid JSON \(Expecting"):
         read([p], strict=True)
 
 

@@ -25,13 +25,9 @@ Strunk 2006; 19 languages, no downloads); ``chinese`` / ``japanese`` split on th
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import html
 import io
-import json
 import logging
-import lzma
 import re
 import xml.etree.ElementTree as ET
 from collections import Counter
@@ -39,6 +35,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from albert._io import JsonlError, parse_json_line
+from albert.tokenizer.corpus import open_binary
 
 logger = logging.getLogger(__name__)
 
@@ -114,18 +113,6 @@ def detect_format(path: str | Path) -> str:
     if name.endswith((".jsonl", ".json", ".ndjson")):
         return "jsonl"
     return "lines"
-
-
-def open_binary(path: str | Path) -> IO[bytes]:
-    """Open a possibly compressed file for binary reading."""
-    p = str(path)
-    if p.endswith(".bz2"):
-        return bz2.open(p, "rb")
-    if p.endswith(".gz"):
-        return gzip.open(p, "rb")  # type: ignore[return-value]
-    if p.endswith(".xz"):
-        return lzma.open(p, "rb")
-    return open(p, "rb")
 
 
 def iter_lines(
@@ -250,9 +237,9 @@ def read_jsonl_format(
             any_line = True
             where = f"{source}:{lineno}"
             try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                report.skip("invalid_json_lines", where, str(e))
+                obj = parse_json_line(line, where, objects_only=False)
+            except JsonlError as e:
+                report.skip("invalid_json_lines", where, e.reason)
                 continue
             if not isinstance(obj, dict) or not isinstance(obj.get(key), str):
                 report.skip("missing_text_field", where, f"no string field {key!r}")
