@@ -390,63 +390,131 @@ def _load(
 ) -> tuple[PreTrainedModule, TFConversionReport]:
     where = str(ckpt.prefix)
     # our view of the names: without TF-Hub's "module/" scope
-    tf_names: dict[str, str] = {}
-    for name in ckpt.entries:
-        short = name[len(_HUB_PREFIX) :] if name.startswith(_HUB_PREFIX) else name
-        tf_names[short] = name
+    tf_names = {(n[len(_HUB_PREFIX) :] if n.startswith(_HUB_PREFIX) else n): n for n in ckpt.entries}
     skipped = sorted(n for n in tf_names if is_skipped(n))
     names = {n for n in tf_names if not is_skipped(n)}
     layout = detect_layout(names)
-
-    # ---- configuration
-    if isinstance(config, AlbertConfig):
-        cfg, raw, cfg_source = config, {}, "<AlbertConfig>"
-    else:
-        cfg_path = Path(config) if config is not None else find_config(ckpt.prefix)
-        if cfg_path is None:
-            raise ConfigError(
-                f"{where}: no albert_config.json (or bert_config.json / config.json) next to the checkpoint; "
-                "pass one with --config"
-            )
-        try:
-            raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{cfg_path}: not valid JSON (line {e.lineno}: {e.msg})") from None
-        cfg = AlbertConfig.from_dict(raw, source=str(cfg_path))
-        cfg_source = str(cfg_path)
-    cfg = _config_for_layout(cfg, raw, layout, cfg_source)
-
-    # ---- head and model skeleton (on the meta device: no memory, no initialization cost)
+    cfg, cfg_source = _resolve_config(ckpt.prefix, config, layout)
     if head == "auto":
         head = _choose_head(names)
+    model = _skeleton(ckpt, tf_names, models, head, cfg)
+    name = type(model).__name__
+    target = model.state_dict()
+    bare = not any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
+    rules = tf_rules(cfg, layout, head, bare=bare)
+    state, used, missing, not_needed = _read_tensors(
+        ckpt, tf_names, rules, target, layout, cfg_source, verify
+    )
+    if layout == "brightmart":  # the identity E->H projection (see the module docstring)
+        proj = ("" if bare else keymap.OUR_BACKBONE_PREFIX) + "embeddings.project."
+        state[proj + "weight"] = torch.eye(cfg.hidden_size)
+        state[proj + "bias"] = torch.zeros(cfg.hidden_size)
+
+    not_loaded = [k for k in target if k not in state]
+    if not_loaded:
+        detail = f"; absent TF variables: {', '.join(sorted(set(missing))[:8])}" if missing else ""
+        raise ConversionError(
+            f"{where}: no value for {_first_8(not_loaded)}{detail} "
+            f"(layout {layout!r}, {name}; does {cfg_source} describe this checkpoint?)"
+        )
+    # Variables of other heads (e.g. the pretraining heads left in a fine-tuned checkpoint) are known.
+    known = {t for h in TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
+    known |= not_needed
+    leftover = sorted(n for n in names if n not in used)
+    unknown = [tf_names[n] for n in leftover if n not in known]
+    if unknown and not allow_unused:
+        raise ConversionError(
+            f"{where}: variable(s) that match nothing in layout {layout!r}: {_first_8(unknown)}"
+            " (pass --allow-unused to convert anyway)"
+        )
+    report = TFConversionReport(
+        ckpt.prefix,
+        layout,
+        head,
+        cfg_source,
+        used=sorted(tf_names[n] for n in used),
+        skipped=[tf_names[n] for n in skipped],
+        unused=[tf_names[n] for n in leftover],
+    )
+    if skipped:
+        logger.info(
+            "skipped %d optimizer / bookkeeping variables (adam_m, adam_v, global_step, ...)", len(skipped)
+        )
+    if report.unused:
+        logger.info("not used by %s: %s", name, ", ".join(report.unused))
+    model.load_state_dict(state, strict=True, assign=True)
+    model.eval()
+    logger.info("converted %d TF variables (%s layout) into %s", len(used), layout, name)
+    return model, report
+
+
+def _first_8(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
+def _resolve_config(
+    prefix: Path, config: AlbertConfig | str | Path | None, layout: str
+) -> tuple[AlbertConfig, str]:
+    """The configuration (given, read from a path, or found next to the checkpoint) fitted to ``layout``,
+    and where it came from."""
+    if isinstance(config, AlbertConfig):
+        return _config_for_layout(config, {}, layout, "<AlbertConfig>"), "<AlbertConfig>"
+    cfg_path = Path(config) if config is not None else find_config(prefix)
+    if cfg_path is None:
+        raise ConfigError(
+            f"{prefix}: no albert_config.json (or bert_config.json / config.json) next to the checkpoint; "
+            "pass one with --config"
+        )
+    try:
+        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{cfg_path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    cfg = AlbertConfig.from_dict(raw, source=str(cfg_path))
+    return _config_for_layout(cfg, raw, layout, str(cfg_path)), str(cfg_path)
+
+
+def _skeleton(
+    ckpt: TFCheckpoint,
+    tf_names: dict[str, str],
+    models: Mapping[str | None, type[PreTrainedModule]],
+    head: str | None,
+    cfg: AlbertConfig,
+) -> PreTrainedModule:
+    """The caller's class for ``head``, built on the meta device (no memory, no initialization cost)."""
     if head is not None and head not in TF_HEADS:
         raise ValueError(f"unknown head {head!r}; choose one of {', '.join(TF_HEADS)} or None")
     if head not in models:
         raise ValueError(f"no model class for head {head!r} among {', '.join(map(str, models))}")
-    cls = models[head]
     ctor: dict[str, Any] = {}
-    if head in ("classification",):
-        if "output_weights" not in names:
-            raise ConversionError(f"{where}: head 'classification' needs the variable output_weights")
+    if head == "classification":
+        if "output_weights" not in tf_names or is_skipped("output_weights"):
+            raise ConversionError(f"{ckpt.prefix}: head 'classification' needs the variable output_weights")
         ctor["num_labels"] = ckpt.entries[tf_names["output_weights"]].shape[0]
     with torch.device("meta"), _NoInit():
-        model = cls(cfg, **ctor)
-    target = model.state_dict()
-    bare = not any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
-    rules = tf_rules(cfg, layout, head, bare=bare)
+        return models[head](cfg, **ctor)
 
-    # ---- tensors
-    report = TFConversionReport(ckpt.prefix, layout, head, cfg_source, skipped=[tf_names[n] for n in skipped])
+
+def _read_tensors(
+    ckpt: TFCheckpoint,
+    tf_names: dict[str, str],
+    rules: list[KeyRule],
+    target: dict[str, torch.Tensor],
+    layout: str,
+    cfg_source: str,
+    verify: bool,
+) -> tuple[dict[str, torch.Tensor], set[str], list[str], set[str]]:
+    """Read what ``rules`` name into tensors of ``target``'s shapes. Returns the state, the TF variables
+    used, those absent, and those known but not needed by this model."""
     state: dict[str, torch.Tensor] = {}
     used: set[str] = set()
     missing: list[str] = []
-    not_needed: set[str] = set()  # known variables this model has no tensor for
+    not_needed: set[str] = set()
     for rule in rules:
         if rule.ours not in target:
             not_needed.update(rule.theirs)  # e.g. the pooler: the SQuAD models do not use it
             continue
         want = tuple(target[rule.ours].shape)
-        absent = [t for t in rule.theirs if t not in names]
+        absent = [t for t in rule.theirs if t not in tf_names or is_skipped(t)]
         if absent:
             missing += absent
             continue
@@ -462,44 +530,7 @@ def _load(
                 _read_part(ckpt, tf_names[t], t.endswith("/kernel"), part, verify, hint)
         state[rule.ours] = torch.from_numpy(dest)
         used.update(rule.theirs)
-    if layout == "brightmart":
-        proj = ("" if bare else keymap.OUR_BACKBONE_PREFIX) + "embeddings.project."
-        h = cfg.hidden_size
-        state[proj + "weight"] = torch.eye(h)
-        state[proj + "bias"] = torch.zeros(h)
-
-    not_loaded = [k for k in target if k not in state]
-    if not_loaded:
-        detail = f"; absent TF variables: {', '.join(sorted(set(missing))[:8])}" if missing else ""
-        raise ConversionError(
-            f"{where}: no value for {', '.join(not_loaded[:8])}"
-            + (f" and {len(not_loaded) - 8} more" if len(not_loaded) > 8 else "")
-            + detail
-            + f" (layout {layout!r}, {cls.__name__}; does {cfg_source} describe this checkpoint?)"
-        )
-    # Variables of other heads (e.g. the pretraining heads left in a fine-tuned checkpoint) are known.
-    known = {t for h in TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
-    known |= not_needed
-    leftover = sorted(n for n in names if n not in used)
-    unknown = [tf_names[n] for n in leftover if n not in known]
-    report.unused = [tf_names[n] for n in leftover]
-    report.used = sorted(tf_names[n] for n in used)
-    if unknown and not allow_unused:
-        raise ConversionError(
-            f"{where}: variable(s) that match nothing in layout {layout!r}: {', '.join(unknown[:8])}"
-            + (f" and {len(unknown) - 8} more" if len(unknown) > 8 else "")
-            + " (pass --allow-unused to convert anyway)"
-        )
-    if skipped:
-        logger.info(
-            "skipped %d optimizer / bookkeeping variables (adam_m, adam_v, global_step, ...)", len(skipped)
-        )
-    if report.unused:
-        logger.info("not used by %s: %s", cls.__name__, ", ".join(report.unused))
-    model.load_state_dict(state, strict=True, assign=True)
-    model.eval()
-    logger.info("converted %d TF variables (%s layout) into %s", len(used), layout, cls.__name__)
-    return model, report
+    return state, used, missing, not_needed
 
 
 def _brightmart_words(ckpt: TFCheckpoint, tf_names: dict[str, str], out: np.ndarray, verify: bool) -> None:
