@@ -13,9 +13,9 @@ from albert.data.masking import (
     REPLACE_KEEP,
     REPLACE_MASK,
     REPLACE_RANDOM,
+    MaskedPositions,
     MaskingConfig,
     MaskRng,
-    apply_masks,
     create_masked_lm_predictions,
     is_start_piece_sp,
     is_start_piece_wordpiece,
@@ -25,6 +25,15 @@ from albert.data.masking import (
 )
 
 CLS, SEP, MASK, V = 2, 3, 4, 1000
+
+
+def apply_masks(ids: np.ndarray, masks: MaskedPositions) -> tuple[np.ndarray, np.ndarray]:
+    """(input_ids with the replacements applied, labels: the original id at masked positions, else -100)."""
+    inputs = np.array(ids, dtype=np.int64, copy=True)
+    labels = np.full(len(ids), -100, dtype=np.int64)
+    labels[masks.positions] = inputs[masks.positions]
+    inputs[masks.positions] = masks.input_ids
+    return inputs, labels
 
 
 def reference_masking(ids, is_start, cfg, rng):

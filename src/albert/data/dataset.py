@@ -47,10 +47,9 @@ from albert.data.instances import (
 )
 from albert.data.masking import MaskedPositions, MaskingConfig, MaskRng, create_masked_lm_predictions
 from albert.data.shards import ShardReader, load_manifest, start_table_from_info, verify_shards
+from albert.model.heads import IGNORE_INDEX  # the label of unmasked positions
 
 logger = logging.getLogger(__name__)
-
-IGNORE_INDEX = -100  # the label of unmasked positions (torch.nn.CrossEntropyLoss's default ignore_index)
 
 
 def _generator(*key: int) -> np.random.Generator:

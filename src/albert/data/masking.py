@@ -280,14 +280,3 @@ def _replace_span(
         out.append((pos, new_id, (kind << 4) | info_start))
         info_start = span_n
     return out
-
-
-def apply_masks(
-    ids: np.ndarray, masks: MaskedPositions, ignore_index: int = -100
-) -> tuple[np.ndarray, np.ndarray]:
-    """Return (input_ids with replacements applied, mlm_labels: original id at masked positions else -100)."""
-    inputs = np.array(ids, dtype=np.int64, copy=True)
-    labels = np.full(len(ids), ignore_index, dtype=np.int64)
-    labels[masks.positions] = inputs[masks.positions]
-    inputs[masks.positions] = masks.input_ids
-    return inputs, labels
