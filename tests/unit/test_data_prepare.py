@@ -226,3 +226,41 @@ def test_empty_input_is_an_error(tmp_path: Path, tok) -> None:
     empty.write_text("\n\n")
     with pytest.raises(DataError, match=r"no documents in .*empty.txt"):
         prepare([empty], tok, tmp_path / "out", CFG)
+
+
+def test_shard_and_part_names_round_trip(tmp_path: Path) -> None:
+    from albert.data.shards import (
+        parse_part_manifest_name,
+        parse_shard_name,
+        part_manifest_name,
+        shard_files,
+        shard_name,
+    )
+
+    for i in (0, 7, 99999, 123456):
+        assert parse_shard_name(shard_name(i)) == i
+    assert [parse_shard_name(n) for n in ("shard-1.bin", "shard-00001.bin.tmp", ".tmp-shard-00001.bin")] == [
+        None,
+        None,
+        None,
+    ]
+    assert parse_part_manifest_name(part_manifest_name(3, 12)) == (3, 12)
+    assert parse_part_manifest_name("manifest.json") is None
+    for name in ("shard-00002.bin", "shard-00010.bin", "shard-x.bin", "notes.bin"):
+        (tmp_path / name).write_bytes(b"")
+    assert [(i, p.name) for i, p in shard_files(tmp_path)] == [
+        (2, "shard-00002.bin"),
+        (10, "shard-00010.bin"),
+    ]
+
+
+def test_preparing_data_never_imports_torch() -> None:
+    """``albert prepare`` and its worker processes stay light: the torch-dependent names load lazily."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, albert.data, albert.data.pipeline, albert.data.stats, albert.data.cues; "
+        "assert 'torch' not in sys.modules, 'torch was imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
