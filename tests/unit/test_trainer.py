@@ -13,7 +13,7 @@ import torch
 from albert.optim import build_optimizer, build_scheduler
 from albert.train import Trainer, TrainerConfig, TrainingDiverged, load_metrics
 from albert.train import checkpoint as ckpt_io
-from albert.train.trainer import enable_activation_checkpointing
+from albert.train.parallelize import enable_activation_checkpointing
 from toy_training import Stream, Toy
 
 

@@ -157,7 +157,7 @@ def test_plot_missing_run_is_a_clear_error(tmp_path, capsys):
 def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
     from albert.config import AlbertConfig
     from albert.model import AlbertForPreTraining
-    from albert.train.trainer import enable_activation_checkpointing
+    from albert.train.parallelize import enable_activation_checkpointing
 
     cfg = AlbertConfig.from_preset("albert-tiny", hidden_dropout_prob=0.0)
     torch.manual_seed(0)

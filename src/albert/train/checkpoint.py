@@ -32,6 +32,7 @@ import torch
 from torch import nn
 
 from albert._io import TMP_PREFIX, atomic_write_dir
+from albert.train.distributed import DistInfo, barrier, gather_objects
 
 logger = logging.getLogger(__name__)
 
@@ -129,6 +130,48 @@ def write_checkpoint(
     return atomic_write_dir(root / name, fill)
 
 
+def save_training(
+    root: Path,
+    step: int,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+    trainer_state: dict[str, Any],
+    rank_state: dict[str, Any],
+    dist: DistInfo,
+    keep_last: int,
+    on_save: Any = None,
+) -> Path:
+    """Write the step checkpoint ``root/step-N`` of a training run and keep the ``keep_last`` newest.
+
+    Collective: every rank passes its ``rank_state`` (RNG, data position), rank 0 writes them all with the
+    model, optimizer, scheduler and GradScaler states. Returns the checkpoint's path (on every rank).
+    """
+    states = gather_objects(rank_state, dist)
+    path = root / step_dir_name(step)
+    if dist.is_main:
+        extra = {
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+            "scaler": scaler.state_dict(),
+        }
+        write_checkpoint(
+            root,
+            path.name,
+            model=model,
+            trainer_state=trainer_state,
+            optimizer=optimizer,
+            extra_state=extra,
+            rank_states=states,
+            on_save=on_save,
+        )
+        prune_checkpoints(root, keep_last)
+        logger.info("checkpoint %s", path)
+    barrier(dist)
+    return path
+
+
 def prune_checkpoints(root: Path, keep_last: int) -> list[Path]:
     """Delete all but the ``keep_last`` newest step checkpoints (``best`` is never deleted)."""
     steps = list_checkpoints(root)
@@ -193,3 +236,29 @@ def load_model_weights(model: nn.Module, ckpt: Path) -> None:
 def load_torch(path: Path) -> Any:
     # Our own files; weights_only=False because they hold RNG states (numpy arrays, python tuples).
     return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def load_training(
+    ckpt: Path,
+    *,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    scaler: torch.amp.GradScaler,
+    rank: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Load a `save_training` checkpoint into ``model``, ``optimizer``, ``scheduler`` and ``scaler``.
+
+    Returns ``(trainer_state, rank_state)``: the loop state of trainer_state.json and this rank's RNG / data
+    state (rank 0's when the checkpoint was written by fewer ranks).
+    """
+    state = read_trainer_state(ckpt)
+    load_model_weights(model, ckpt)
+    optimizer.load_state_dict(load_torch(ckpt / OPTIMIZER_FILE))
+    extra = load_torch(ckpt / TRAINER_FILE)
+    if scheduler is not None and extra.get("scheduler") is not None:
+        scheduler.load_state_dict(extra["scheduler"])
+    if extra.get("scaler"):
+        scaler.load_state_dict(extra["scaler"])
+    ranks = load_torch(ckpt / RANK_STATES_FILE)
+    return state, ranks[rank] if rank < len(ranks) else ranks[0]

@@ -1,4 +1,5 @@
-"""The typed configuration of a pretraining run, its recipes, and how files and flags resolve into it.
+"""The typed configurations of training: the loop's `TrainerConfig`, and a pretraining run's
+`PretrainConfig` with its recipes and how files and flags resolve into it.
 
 A `PretrainConfig` has five sections: ``model`` (preset + overrides), ``data``, ``optim``, ``schedule`` and
 ``run``. It resolves in this order, later wins:
@@ -33,7 +34,71 @@ from typing import Any
 
 from albert._fields import FieldError, coerce, field_types, parse_value
 
+# ---------------------------------------------------------------------------------------------- the loop
+PRECISIONS = ("fp32", "bf16", "fp16")
 
+
+@dataclass
+class TrainerConfig:
+    """Options of the loop (the optimizer and schedule are built outside)."""
+
+    max_steps: int
+    """Optimizer steps to run (a resumed run counts the steps already done)."""
+    grad_accum_steps: int = 1
+    """Micro-batches per optimizer step on each rank."""
+    max_grad_norm: float | None = 1.0
+    """Global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); None: no clipping."""
+    precision: str = "fp32"
+    """fp32 | bf16 | fp16 (autocast; fp16 with dynamic loss scaling). Parameters stay fp32."""
+    device: str | None = None
+    """cpu | cuda | cuda:N | None (GPU if available)."""
+    compile: bool = False
+    """torch.compile the model."""
+    activation_checkpointing: bool = False
+    """Recompute each transformer layer in the backward pass (less memory, ~30% more compute)."""
+    log_every: int = 10
+    """Write a metrics line every N steps."""
+    eval_every: int | None = None
+    """Run eval_fn every N steps (None: only at the end)."""
+    eval_at_end: bool = True
+    save_every: int | None = None
+    """Write a checkpoint every N steps (None: only at the end)."""
+    save_at_end: bool = True
+    keep_last: int = 3
+    """Step checkpoints kept (older ones are deleted; `best` is separate). Original keep_checkpoint_max: 5."""
+    best_metric: str | None = None
+    """Keep RUN_DIR/checkpoints/best for this eval metric (e.g. eval_accuracy)."""
+    best_mode: str = "max"
+    """max | min."""
+    max_bad_steps: int = 10
+    """Consecutive non-finite steps tolerated before stopping."""
+    max_time_s: float | None = None
+    """Wall-clock budget of training time (summed over resumed runs; evaluation excluded); then checkpoint
+    and stop."""
+    progress_bar: bool = True
+    tensorboard: bool = True
+    """Also log to RUN_DIR/tb when the tensorboard package is installed."""
+    find_unused_parameters: bool = False
+    """DDP option, for models with parameters that some batches do not use."""
+
+    def __post_init__(self) -> None:
+        def need(cond: bool, name: str, msg: str) -> None:
+            if not cond:
+                raise ValueError(f"TrainerConfig.{name}: {msg} (got {getattr(self, name)!r})")
+
+        need(self.max_steps >= 0, "max_steps", "must be >= 0")
+        need(self.grad_accum_steps >= 1, "grad_accum_steps", "must be >= 1")
+        need(self.precision in PRECISIONS, "precision", f"must be one of {PRECISIONS}")
+        need(self.log_every >= 1, "log_every", "must be >= 1")
+        need(self.eval_every is None or self.eval_every >= 1, "eval_every", "must be >= 1 or None")
+        need(self.save_every is None or self.save_every >= 1, "save_every", "must be >= 1 or None")
+        need(self.keep_last >= 1, "keep_last", "must be >= 1")
+        need(self.best_mode in ("max", "min"), "best_mode", "must be 'max' or 'min'")
+        need(self.max_bad_steps >= 0, "max_bad_steps", "must be >= 0")
+        need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm", "must be > 0 or None")
+
+
+# ---------------------------------------------------------------------------------------------- pretraining
 @dataclass
 class ModelOptions:
     preset: str = "albert-base-v2"
@@ -158,7 +223,7 @@ class PretrainConfig:
             raise ConfigError("schedule.total_steps must be >= 1")
         if s.warmup_steps < 0 or s.warmup_steps > s.total_steps:
             raise ConfigError(f"schedule.warmup_steps must be in [0, total_steps={s.total_steps}]")
-        if r.precision not in ("fp32", "bf16", "fp16"):
+        if r.precision not in PRECISIONS:
             raise ConfigError(f"run.precision must be fp32, bf16 or fp16 (got {r.precision!r})")
         from albert.optim import OPTIMIZERS
 
@@ -182,6 +247,26 @@ class PretrainConfig:
                 f"not a multiple of run.micro_batch_size={micro}"
             )
         return micro, per_rank // micro
+
+    def trainer_config(self, grad_accum_steps: int, device: str, evaluate: bool) -> TrainerConfig:
+        """The loop's options for this run (``evaluate``: a held-out set is given)."""
+        r = self.run
+        return TrainerConfig(
+            max_steps=r.max_steps if r.max_steps is not None else self.schedule.total_steps,
+            grad_accum_steps=grad_accum_steps,
+            max_grad_norm=self.optim.max_grad_norm,
+            precision=r.precision,
+            device=device,
+            compile=r.compile,
+            activation_checkpointing=r.activation_checkpointing,
+            log_every=r.log_every,
+            eval_every=r.eval_every if evaluate else None,
+            save_every=r.save_every,
+            keep_last=r.keep_last,
+            max_bad_steps=r.max_bad_steps,
+            max_time_s=r.max_time_minutes * 60 if r.max_time_minutes else None,
+            progress_bar=r.progress_bar,
+        )
 
 
 class ConfigError(ValueError):

@@ -5,14 +5,19 @@
 ``MASTER_ADDR`` and ``MASTER_PORT``; `init_distributed` reads them. Without them it returns a
 single-process `DistInfo` and touches nothing, so the same code runs with and without torchrun.
 
-Only rank 0 writes files and logs at INFO (`rank_zero_logging` lowers the others to WARNING).
+Only rank 0 writes files and logs at INFO (`rank_zero_logging` lowers the others to WARNING). SIGINT and
+SIGTERM (Ctrl-C, a scheduler or torchrun stopping the job) become stop requests (`stop_on_signals`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +109,28 @@ def gather_objects(obj: Any, info: DistInfo) -> list[Any] | None:
     out: list[Any] | None = [None] * info.world_size if info.is_main else None
     dist.gather_object(obj, out, dst=0)
     return out
+
+
+@contextlib.contextmanager
+def stop_on_signals(request: Callable[[int], None]) -> Iterator[None]:
+    """While inside, SIGINT / SIGTERM call ``request(signum)`` instead of ending the process; a second one
+    acts at once. The previous handlers come back on exit. Outside the main thread (where Python cannot
+    install handlers) nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, frame: Any) -> None:
+        request(signum)
+        logger.warning("%s received: stopping after this step", signal.Signals(signum).name)
+        signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
+
+    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in old.items():
+            signal.signal(sig, h)
 
 
 class _RankFilter(logging.Filter):

@@ -56,13 +56,10 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import math
-import signal
-import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,80 +67,44 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from albert._io import atomic_write_json
 from albert.train import checkpoint as ckpt_io
-from albert.train.distributed import DistInfo, all_reduce_sum, barrier, gather_objects
+from albert.train.batches import Batch, Epochs, batch_tokens, to_device
+from albert.train.config import TrainerConfig
+from albert.train.distributed import DistInfo, all_reduce_sum, barrier, pick_device, stop_on_signals
+from albert.train.metrics import (
+    METRICS_FILE,
+    BestMetric,
+    Meter,
+    MetricsLog,
+    bar_postfix,
+    format_metrics,
+    load_metrics,
+    progress_bar,
+    scalar_metrics,
+    train_record,
+)
+from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
+
+__all__ = [
+    "Trainer",
+    "TrainerConfig",
+    "TrainResult",
+    "TrainingDiverged",
+    "load_metrics",
+]
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "bf16", "fp16")
-Batch = Mapping[str, Any]
-MetricValue = Tensor | tuple[Tensor, Tensor]
 MetricsFn = Callable[[Batch, Mapping[str, Any]], Mapping[str, Any]]  # values: Tensor | (Tensor, Tensor)
 EvalFn = Callable[[nn.Module], Mapping[str, float]]
+
+# The loop counters a checkpoint saves and a resume restores (trainer_state.json, with the data position).
+LOOP_STATE = ("step", "tokens", "elapsed_s", "bad_steps")
 
 
 class TrainingDiverged(RuntimeError):
     """Too many consecutive steps with a non-finite loss or gradient."""
-
-
-@dataclass
-class TrainerConfig:
-    """Options of the loop (the optimizer and schedule are built outside)."""
-
-    max_steps: int
-    """Optimizer steps to run (a resumed run counts the steps already done)."""
-    grad_accum_steps: int = 1
-    """Micro-batches per optimizer step on each rank."""
-    max_grad_norm: float | None = 1.0
-    """Global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); None: no clipping."""
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16 (autocast; fp16 with dynamic loss scaling). Parameters stay fp32."""
-    device: str | None = None
-    """cpu | cuda | cuda:N | None (GPU if available)."""
-    compile: bool = False
-    """torch.compile the model."""
-    activation_checkpointing: bool = False
-    """Recompute each transformer layer in the backward pass (less memory, ~30% more compute)."""
-    log_every: int = 10
-    """Write a metrics line every N steps."""
-    eval_every: int | None = None
-    """Run eval_fn every N steps (None: only at the end)."""
-    eval_at_end: bool = True
-    save_every: int | None = None
-    """Write a checkpoint every N steps (None: only at the end)."""
-    save_at_end: bool = True
-    keep_last: int = 3
-    """Step checkpoints kept (older ones are deleted; `best` is separate). Original keep_checkpoint_max: 5."""
-    best_metric: str | None = None
-    """Keep RUN_DIR/checkpoints/best for this eval metric (e.g. eval_accuracy)."""
-    best_mode: str = "max"
-    """max | min."""
-    max_bad_steps: int = 10
-    """Consecutive non-finite steps tolerated before stopping."""
-    max_time_s: float | None = None
-    """Wall-clock budget of training time (summed over resumed runs; evaluation excluded); then checkpoint
-    and stop."""
-    progress_bar: bool = True
-    tensorboard: bool = True
-    """Also log to RUN_DIR/tb when the tensorboard package is installed."""
-    find_unused_parameters: bool = False
-    """DDP option, for models with parameters that some batches do not use."""
-
-    def __post_init__(self) -> None:
-        def need(cond: bool, name: str, msg: str) -> None:
-            if not cond:
-                raise ValueError(f"TrainerConfig.{name}: {msg} (got {getattr(self, name)!r})")
-
-        need(self.max_steps >= 0, "max_steps", "must be >= 0")
-        need(self.grad_accum_steps >= 1, "grad_accum_steps", "must be >= 1")
-        need(self.precision in PRECISIONS, "precision", f"must be one of {PRECISIONS}")
-        need(self.log_every >= 1, "log_every", "must be >= 1")
-        need(self.eval_every is None or self.eval_every >= 1, "eval_every", "must be >= 1 or None")
-        need(self.save_every is None or self.save_every >= 1, "save_every", "must be >= 1 or None")
-        need(self.keep_last >= 1, "keep_last", "must be >= 1")
-        need(self.best_mode in ("max", "min"), "best_mode", "must be 'max' or 'min'")
-        need(self.max_bad_steps >= 0, "max_bad_steps", "must be >= 0")
-        need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm", "must be > 0 or None")
 
 
 @dataclass
@@ -171,97 +132,24 @@ class TrainResult:
         return asdict(self)
 
 
-class _Meter:
-    """Sums of metrics on the device (no host sync until `values`)."""
+@dataclass
+class _Accumulated:
+    """What the micro-batches of one optimizer step left besides their gradients."""
 
-    def __init__(self) -> None:
-        self.num: dict[str, Tensor] = {}
-        self.den: dict[str, Tensor | float] = {}
-
-    def add(self, name: str, num: Tensor, den: Tensor | float = 1.0) -> None:
-        num = num.detach().float()
-        if isinstance(den, Tensor):
-            den = den.detach().float()
-        if name in self.num:
-            self.num[name] = self.num[name] + num
-            self.den[name] = self.den[name] + den
-        else:
-            self.num[name], self.den[name] = num, den
-
-    def merge(self, other: _Meter) -> None:
-        for k in other.num:
-            self.add(k, other.num[k], other.den[k])
-
-    def values(self, dist: DistInfo) -> dict[str, float]:
-        if not self.num:
-            return {}
-        names = sorted(self.num)
-        device = self.num[names[0]].device
-        dens = [
-            d if isinstance(d, Tensor) else torch.tensor(d, device=device)
-            for d in (self.den[k] for k in names)
-        ]
-        sums: list[float] = all_reduce_sum(torch.stack([self.num[k] for k in names] + dens), dist).tolist()
-        n = len(names)
-        return {k: (sums[i] / sums[n + i] if sums[n + i] else float("nan")) for i, k in enumerate(names)}
-
-    def clear(self) -> None:
-        self.num.clear()
-        self.den.clear()
-
-    def state_dict(self) -> dict[str, tuple[Tensor, Tensor | float]]:
-        out: dict[str, tuple[Tensor, Tensor | float]] = {}
-        for k, num in self.num.items():
-            den = self.den[k]
-            out[k] = (num.cpu(), den.cpu() if isinstance(den, Tensor) else den)
-        return out
-
-    def load_state_dict(self, state: dict[str, tuple[Tensor, Tensor | float]], device: torch.device) -> None:
-        self.clear()
-        for k, (num, den) in state.items():
-            self.num[k] = num.to(device)
-            self.den[k] = den.to(device) if isinstance(den, Tensor) else den
+    meter: Meter
+    loss_bad: Tensor
+    """0-d bool on the device: some micro-batch had a non-finite loss."""
+    tokens: int = 0
 
 
-def _default_metrics(output: Mapping[str, Any]) -> dict[str, MetricValue]:
-    """Every 0-d floating tensor of the output except ``loss`` (e.g. mlm_loss, sop_accuracy)."""
-    return {
-        k: v
-        for k, v in output.items()
-        if k != "loss" and isinstance(v, Tensor) and v.ndim == 0 and v.is_floating_point()
-    }
-
-
-def _batch_tokens(batch: Batch) -> int:
-    """Tokens in a batch: numel of input_ids (padding included, as the reference counts), else of the first
-    tensor."""
-    t = batch.get("input_ids")
-    if isinstance(t, Tensor):
-        return t.numel()
-    for v in batch.values():
-        if isinstance(v, Tensor):
-            return v.numel()
-    return 0
-
-
-def enable_activation_checkpointing(model: nn.Module) -> int:
-    """Turn on per-layer recomputation: sets ``gradient_checkpointing = True`` on every submodule that has the
-    attribute (our Encoder; Hugging Face encoders), or calls ``gradient_checkpointing_enable()``. Returns the
-    number of modules switched; raises if the model has no such hook."""
-    n = 0
-    for m in model.modules():
-        if hasattr(m, "gradient_checkpointing") and isinstance(m.gradient_checkpointing, bool):
-            m.gradient_checkpointing = True
-            n += 1
-    if n == 0 and hasattr(model, "gradient_checkpointing_enable"):
-        model.gradient_checkpointing_enable()  # type: ignore[operator]
-        n = 1
-    if n == 0:
-        raise ValueError(
-            f"{type(model).__name__} has no activation checkpointing hook (no submodule with a "
-            "`gradient_checkpointing` flag and no gradient_checkpointing_enable())"
+def _loss_of(out: Any, model: nn.Module) -> Tensor:
+    if not isinstance(out, Mapping) or "loss" not in out:
+        keys = f" with keys {list(out)}" if isinstance(out, Mapping) else ""
+        raise TypeError(
+            f"{type(model).__name__}.forward must return a dict with 'loss' (got {type(out).__name__}{keys})"
         )
-    return n
+    loss: Tensor = out["loss"]
+    return loss
 
 
 class Trainer:
@@ -290,40 +178,36 @@ class Trainer:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.eval_fn = eval_fn
         self.metrics_fn = metrics_fn
-        self.data_state = data_state
+        self.data = Epochs(data_state)
         self.on_save = on_save
         self.dist = dist or DistInfo()
-        if self.dist.enabled:
-            self.device = self.dist.device
-        else:
-            from albert.train.distributed import pick_device
-
-            self.device = pick_device(config.device)
-        self.dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[config.precision]
+        self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
+        self.dtype = PRECISION_DTYPES[config.precision]
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+        self.metrics_log = MetricsLog(
+            self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
+            config.tensorboard,
+        )
 
-        # loop state (saved in checkpoints)
+        # loop state (saved in checkpoints: LOOP_STATE, the best metric, eval_history, the data position)
         self.step = 0
-        self.epoch = 0
-        self.batch_in_epoch = 0
         self.tokens = 0
         self.elapsed_s = 0.0
         self.bad_steps = 0
-        self.best_value: float | None = None
-        self.best_step: int | None = None
+        self.best = BestMetric(config.best_metric, config.best_mode)
         self.eval_history: list[dict[str, float]] = []
         self.last_checkpoint: Path | None = None
 
-        self._iter: Iterator[Batch] | None = None
-        self._skip = 0
         self._stop_signal: int | None = None
-        self._train_window = _Meter()
+        self._train_window = Meter()
         self._last_train: dict[str, float] = {}
         self._last_eval: dict[str, float] = {}
         self._last_lr = float("nan")
-        self._batches_for_state: Any = None
-        self._tb: Any = None
         self._wrapped: nn.Module | None = None
+        self._bar: Any = None
+        # clocks of the running fit: training time since t_last; tokens/s over the logging window
+        self._t_last = self._window_start = 0.0
+        self._window_tokens = 0
 
     # ------------------------------------------------------------------------------------------ building
     @classmethod
@@ -348,8 +232,6 @@ class Trainer:
         config = config or TrainerConfig(max_steps=total_steps)
         device = kwargs["dist"].device if kwargs.get("dist") is not None else None
         if device is None:
-            from albert.train.distributed import pick_device
-
             device = pick_device(config.device)
         model.to(device)
         opt = build_optimizer(model, optimizer, lr, weight_decay=weight_decay)
@@ -357,248 +239,170 @@ class Trainer:
         return cls(model, opt, sched, config, **kwargs)
 
     def _wrap(self) -> nn.Module:
-        if self._wrapped is not None:
-            return self._wrapped
-        model = self.model
-        if self.config.activation_checkpointing:
-            n = enable_activation_checkpointing(model)
-            logger.info("activation checkpointing on (%d module(s))", n)
-        model.to(self.device)
-        wrapped: nn.Module = model
-        if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel
-
-            wrapped = DistributedDataParallel(
-                model,
-                device_ids=[self.device] if self.device.type == "cuda" else None,
-                find_unused_parameters=self.config.find_unused_parameters,
+        if self._wrapped is None:
+            cfg = self.config
+            self._wrapped = wrap_model(
+                self.model,
+                self.device,
+                self.dist,
+                compile=cfg.compile,
+                activation_checkpointing=cfg.activation_checkpointing,
+                find_unused_parameters=cfg.find_unused_parameters,
             )
-        if self.config.compile:
-            wrapped = torch.compile(wrapped)  # type: ignore[assignment]
-        self._wrapped = wrapped
-        return wrapped
+        return self._wrapped
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=self.dtype)
-
-    # ------------------------------------------------------------------------------------------ data
-    def _data_state_obj(self, batches: Iterable[Batch]) -> Any:
-        if self.data_state is not None:
-            return self.data_state
-        if hasattr(batches, "state_dict") and hasattr(batches, "load_state_dict"):
-            return batches
-        return None
-
-    def _next_batch(self, batches: Iterable[Batch]) -> Batch:
-        fresh_epoch = False
-        while True:
-            if self._iter is None:
-                # A stateful iterable (the pretraining dataset) keeps its own epoch and position (set_epoch
-                # would rewind a restored position); a plain one gets the epoch for its shuffle.
-                stateless = self._data_state_obj(batches) is None
-                for obj in (
-                    batches,
-                    getattr(batches, "sampler", None),
-                    getattr(batches, "batch_sampler", None),
-                ):
-                    if stateless and obj is not None and hasattr(obj, "set_epoch"):
-                        obj.set_epoch(self.epoch)
-                        break
-                self._iter = iter(batches)
-                fresh_epoch = True
-                while self._skip > 0:  # resume without a data state: skip what the epoch already gave
-                    next(self._iter)
-                    self._skip -= 1
-            try:
-                batch = next(self._iter)
-            except StopIteration:
-                if fresh_epoch and self.batch_in_epoch == 0:
-                    raise ValueError("the batch iterable yielded no batch") from None
-                self.epoch += 1
-                self.batch_in_epoch = 0
-                self._iter = None
-                continue
-            self.batch_in_epoch += 1
-            return batch
-
-    def _to_device(self, batch: Batch) -> dict[str, Any]:
-        nb = self.device.type == "cuda"
-        return {
-            k: (v.to(self.device, non_blocking=nb) if isinstance(v, Tensor) else v) for k, v in batch.items()
-        }
+        return autocast(self.device, self.dtype)
 
     # ------------------------------------------------------------------------------------------ the loop
     def fit(self, batches: Iterable[Batch], resume: bool | str | Path | None = None) -> TrainResult:
         """Train until ``config.max_steps`` (or a signal / the time budget); see the module docstring."""
-        cfg = self.config
         model = self._wrap()
-        self._batches_for_state = batches
+        self.data.read(batches)
         if resume:
-            self._resume(
-                Path(resume) if not isinstance(resume, bool) else self._require_run_dir("resume"), batches
-            )
-        self._open_logs()
-        params = [p for g in self.optimizer.param_groups for p in g["params"]]
-        bar = self._progress_bar()
-        log_redirect: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if bar is not None:
-            from tqdm.contrib.logging import logging_redirect_tqdm
-
-            log_redirect = logging_redirect_tqdm()  # log lines above the bar, not through it
-        log_redirect.__enter__()
-        old_handlers = self._install_signal_handlers()
-        stop_reason = "max_steps"
-        window_start = time.perf_counter()
-        window_tokens = 0
-        t_last = time.perf_counter()
-        model.train()
-        try:
-            while self.step < cfg.max_steps:
-                step_meter = _Meter()
-                loss_bad = torch.zeros((), dtype=torch.bool, device=self.device)
-                step_tokens = 0
-                for i in range(cfg.grad_accum_steps):
-                    batch = self._to_device(self._next_batch(batches))
-                    step_tokens += _batch_tokens(batch)
-                    sync = i == cfg.grad_accum_steps - 1
-                    no_sync = getattr(model, "no_sync", None)
-                    ctx = no_sync() if (no_sync is not None and not sync) else contextlib.nullcontext()
-                    with ctx:
-                        with self._autocast():
-                            out = model(**batch)
-                        if not isinstance(out, Mapping) or "loss" not in out:
-                            raise TypeError(
-                                f"{type(self.model).__name__}.forward must return a dict with 'loss' "
-                                f"(got {type(out).__name__}{' with keys ' + str(list(out)) if isinstance(out, Mapping) else ''})"
-                            )
-                        loss = out["loss"]
-                        self.scaler.scale(loss / cfg.grad_accum_steps).backward()
-                    loss_bad |= ~torch.isfinite(loss.detach())
-                    step_meter.add("loss", loss)
-                    metrics = dict(_default_metrics(out))
-                    if self.metrics_fn is not None:
-                        metrics.update(self.metrics_fn(batch, out))
-                    for name, value in metrics.items():
-                        if isinstance(value, tuple):
-                            step_meter.add(name, value[0], value[1])
-                        else:
-                            step_meter.add(name, value)
-
-                self.scaler.unscale_(self.optimizer)
-                max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
-                grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-                now = time.perf_counter()
-                time_up = cfg.max_time_s is not None and self.elapsed_s + (now - t_last) >= cfg.max_time_s
-                # one host sync per optimizer step: finiteness here, stop requests on any rank
-                flags = torch.stack([loss_bad, ~torch.isfinite(grad_norm)]).float()
-                if self.dist.enabled:
-                    host = torch.tensor(
-                        [float(self._stop_signal is not None), float(time_up)], device=self.device
-                    )
-                    flags = all_reduce_sum(torch.cat([flags, host]), self.dist)
-                else:
-                    flags = torch.cat(
-                        [flags.cpu(), torch.tensor([float(self._stop_signal is not None), float(time_up)])]
-                    )
-                loss_bad_any, grad_bad_any, stop_any, time_any = (x > 0 for x in flags.tolist())
-                lr = float(self.optimizer.param_groups[0]["lr"])
-                self.tokens += step_tokens * self.dist.world_size
-                window_tokens += step_tokens * self.dist.world_size
-
-                if loss_bad_any or (grad_bad_any and self.dtype != torch.float16):
-                    self.bad_steps += 1
-                    what = "loss" if loss_bad_any else "gradient norm"
-                    logger.warning(
-                        "non-finite %s at step %d: update skipped (%d in a row, limit %d)",
-                        what,
-                        self.step + 1,
-                        self.bad_steps,
-                        cfg.max_bad_steps,
-                    )
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.scaler.update()
-                    if self.bad_steps > cfg.max_bad_steps:
-                        self._diverged()
-                elif grad_bad_any:  # fp16 overflow: GradScaler lowers the scale and skips
-                    self.optimizer.zero_grad(set_to_none=True)
-                    self.scaler.update()
-                    logger.debug("fp16 gradient overflow: loss scale now %g", self.scaler.get_scale())
-                else:
-                    self.bad_steps = 0
-                    self.scaler.step(self.optimizer)
-                    self.scaler.update()
-                    self.optimizer.zero_grad(set_to_none=True)
-                    if self.scheduler is not None:
-                        self.scheduler.step()
-                    self.step += 1
-                    step_meter.add("grad_norm", grad_norm)
-                    self._last_lr = lr
-                    self._train_window.merge(step_meter)
-                    if bar is not None:
-                        bar.update(1)
-
-                now = time.perf_counter()
-                self.elapsed_s += now - t_last
-                t_last = now
-
-                did_step = not (loss_bad_any or grad_bad_any)
-                if did_step and (self.step % cfg.log_every == 0 or self.step == cfg.max_steps):
-                    dt = time.perf_counter() - window_start
-                    self._log_train(window_tokens / dt if dt > 0 else 0.0, bar)
-                    window_start, window_tokens = time.perf_counter(), 0
-                if (
-                    did_step
-                    and cfg.eval_every
-                    and self.step % cfg.eval_every == 0
-                    and self.step < cfg.max_steps
-                ):
-                    self._evaluate_and_track()
-                    t_last = time.perf_counter()  # evaluation time is not training time
-                    window_start = t_last
-                if stop_any or time_any:
-                    stop_reason = "signal" if stop_any else "time_limit"
-                    logger.warning(
-                        "%s: saving a checkpoint at step %d and stopping",
-                        "signal received" if stop_any else f"time budget of {cfg.max_time_s:g}s reached",
-                        self.step,
-                    )
-                    break
-                if (
-                    did_step
-                    and cfg.save_every
-                    and self.step % cfg.save_every == 0
-                    and self.step < cfg.max_steps
-                ):
-                    self.save()
-                    t_last = time.perf_counter()
-
-            evaluated_now = bool(self.eval_history) and self.eval_history[-1]["step"] == self.step
-            if (
-                stop_reason == "max_steps"
-                and self.eval_fn is not None
-                and cfg.eval_at_end
-                and not evaluated_now
-            ):
-                self._evaluate_and_track()
-            saved_now = (
-                self.last_checkpoint is not None
-                and self.last_checkpoint.name == ckpt_io.step_dir_name(self.step)
-            )
-            if self.run_dir is not None and (cfg.save_at_end or stop_reason != "max_steps") and not saved_now:
-                self.save()
-        finally:
-            self._restore_signal_handlers(old_handlers)
-            if bar is not None:
-                bar.close()
-            log_redirect.__exit__(None, None, None)
-            if self._tb is not None:
-                self._tb.flush()
-        result = self._result(stop_reason)
+            self._resume(self._require_run_dir("resume") if isinstance(resume, bool) else Path(resume))
+        self.metrics_log.open()
+        stop: str | None = None
+        with contextlib.ExitStack() as stack:
+            stack.callback(self.metrics_log.flush)
+            show_bar = self.config.progress_bar and self.dist.is_main
+            self._bar = stack.enter_context(progress_bar(self.config.max_steps, self.step, show_bar))
+            stack.enter_context(stop_on_signals(self._request_stop))
+            self._t_last = self._window_start = time.perf_counter()
+            self._window_tokens = 0
+            model.train()
+            while stop is None and self.step < self.config.max_steps:
+                did_step, stop = self._apply_update(self._accumulate(model))
+                stop = self._after_step(did_step, stop)
+            self._finish(stop or "max_steps")
+        result = self._result(stop or "max_steps")
         if self.run_dir is not None and self.dist.is_main:
-            (self.run_dir / "result.json").write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+            atomic_write_json(self.run_dir / "result.json", result.to_dict(), indent=2)
         return result
+
+    def _accumulate(self, model: nn.Module) -> _Accumulated:
+        """Forward and backward over ``grad_accum_steps`` micro-batches; DDP syncs gradients on the last."""
+        n = self.config.grad_accum_steps
+        acc = _Accumulated(Meter(), torch.zeros((), dtype=torch.bool, device=self.device))
+        for i in range(n):
+            batch = to_device(self.data.next(), self.device)
+            acc.tokens += batch_tokens(batch)
+            no_sync = getattr(model, "no_sync", None)
+            with no_sync() if no_sync is not None and i < n - 1 else contextlib.nullcontext():
+                with self._autocast():
+                    out = model(**batch)
+                loss = _loss_of(out, self.model)
+                self.scaler.scale(loss / n).backward()
+            acc.loss_bad |= ~torch.isfinite(loss.detach())
+            acc.meter.add("loss", loss)
+            acc.meter.add_all(scalar_metrics(out))
+            if self.metrics_fn is not None:
+                acc.meter.add_all(self.metrics_fn(batch, out))
+        return acc
+
+    def _apply_update(self, acc: _Accumulated) -> tuple[bool, str | None]:
+        """Unscale, clip, then step, or skip a non-finite step. Returns (stepped, stop reason or None)."""
+        cfg = self.config
+        self.scaler.unscale_(self.optimizer)
+        params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
+        time_up = cfg.max_time_s is not None and (
+            self.elapsed_s + (time.perf_counter() - self._t_last) >= cfg.max_time_s
+        )
+        loss_bad, grad_bad, signalled, out_of_time = self._sync_flags(acc.loss_bad, grad_norm, time_up)
+        lr = float(self.optimizer.param_groups[0]["lr"])
+        self.tokens += acc.tokens * self.dist.world_size
+        self._window_tokens += acc.tokens * self.dist.world_size
+        if loss_bad or (grad_bad and self.dtype != torch.float16):
+            self._skip_step("loss" if loss_bad else "gradient norm")
+        elif grad_bad:  # fp16 overflow: GradScaler lowers the scale and skips
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scaler.update()
+            logger.debug("fp16 gradient overflow: loss scale now %g", self.scaler.get_scale())
+        else:
+            self._step(acc.meter, grad_norm, lr)
+        now = time.perf_counter()
+        self.elapsed_s += now - self._t_last
+        self._t_last = now
+        stop = "signal" if signalled else "time_limit" if out_of_time else None
+        return not (loss_bad or grad_bad), stop
+
+    def _sync_flags(self, loss_bad: Tensor, grad_norm: Tensor, time_up: bool) -> list[bool]:
+        """One host sync per optimizer step: [non-finite loss, non-finite gradient norm, signal, time up],
+        each true when it is true on any rank."""
+        flags = torch.stack([loss_bad, ~torch.isfinite(grad_norm)]).float()
+        host = torch.tensor([float(self._stop_signal is not None), float(time_up)])
+        if self.dist.enabled:
+            flags = all_reduce_sum(torch.cat([flags, host.to(self.device)]), self.dist)
+        else:
+            flags = torch.cat([flags.cpu(), host])
+        return [x > 0 for x in flags.tolist()]
+
+    def _step(self, meter: Meter, grad_norm: Tensor, lr: float) -> None:
+        self.bad_steps = 0
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.scheduler is not None:
+            self.scheduler.step()
+        self.step += 1
+        meter.add("grad_norm", grad_norm)
+        self._last_lr = lr
+        self._train_window.merge(meter)
+        if self._bar is not None:
+            self._bar.update(1)
+
+    def _skip_step(self, what: str) -> None:
+        self.bad_steps += 1
+        logger.warning(
+            "non-finite %s at step %d: update skipped (%d in a row, limit %d)",
+            what,
+            self.step + 1,
+            self.bad_steps,
+            self.config.max_bad_steps,
+        )
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.update()
+        if self.bad_steps > self.config.max_bad_steps:
+            self._diverged()
+
+    def _due(self, every: int | None) -> bool:
+        """Whether what runs every ``every`` steps (None: never) runs after this step."""
+        return every is not None and self.step % every == 0
+
+    def _after_step(self, stepped: bool, stop: str | None) -> str | None:
+        """Log, evaluate and checkpoint when due (the last step's evaluation and checkpoint are `_finish`'s);
+        returns ``stop``."""
+        cfg = self.config
+        mid_run = self.step < cfg.max_steps
+        if stepped and (self._due(cfg.log_every) or not mid_run):
+            self._log_train()
+        if stepped and mid_run and self._due(cfg.eval_every):
+            self._evaluate_and_track()
+            self._t_last = self._window_start = time.perf_counter()  # evaluation is not training time
+        if stop is not None:
+            logger.warning(
+                "%s: saving a checkpoint at step %d and stopping",
+                "signal received" if stop == "signal" else f"time budget of {cfg.max_time_s:g}s reached",
+                self.step,
+            )
+            return stop
+        if stepped and mid_run and self._due(cfg.save_every):
+            self.save()
+            self._t_last = time.perf_counter()
+        return None
+
+    def _finish(self, stop_reason: str) -> None:
+        """The final evaluation (unless the last step had one) and checkpoint (unless just written)."""
+        cfg = self.config
+        evaluated_now = bool(self.eval_history) and self.eval_history[-1]["step"] == self.step
+        if stop_reason == "max_steps" and self.eval_fn is not None and cfg.eval_at_end and not evaluated_now:
+            self._evaluate_and_track()
+        last = self.last_checkpoint
+        saved_now = last is not None and last.name == ckpt_io.step_dir_name(self.step)
+        if self.run_dir is not None and (cfg.save_at_end or stop_reason != "max_steps") and not saved_now:
+            self.save()
 
     def _require_run_dir(self, what: str) -> Path:
         if self.run_dir is None:
@@ -637,103 +441,39 @@ class Trainer:
         self._last_eval = metrics
         record = {"step": self.step, **metrics}
         self.eval_history.append(record)
-        self._write_metrics(record)
-        logger.info("eval step %d: %s", self.step, _fmt(metrics))
-        name = self.config.best_metric
-        if name is None:
-            return
-        key = name if name.startswith("eval_") else f"eval_{name}"
-        if key not in metrics:
-            raise KeyError(
-                f"TrainerConfig.best_metric {name!r} is not among the eval metrics {sorted(metrics)}"
-            )
-        value = metrics[key]
-        better = (
-            self.best_value is None
-            or (self.config.best_mode == "max" and value > self.best_value)
-            or (self.config.best_mode == "min" and value < self.best_value)
-        )
-        if better and not math.isnan(value):
-            self.best_value, self.best_step = value, self.step
-            if self.run_dir is not None:
-                self._save_best(metrics)
+        self.metrics_log.write(record)
+        logger.info("eval step %d: %s", self.step, format_metrics(metrics))
+        if self.best.update(metrics, self.step) and self.run_dir is not None:
+            self._save_best(metrics)
 
     # ------------------------------------------------------------------------------------------ logging
-    def _open_logs(self) -> None:
-        if self.run_dir is None or not self.dist.is_main:
-            return
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.config.tensorboard and self._tb is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(self.run_dir / "tb"))
-            except ImportError:
-                logger.debug("tensorboard not installed: metrics go to metrics.jsonl only")
-
-    def _write_metrics(self, record: dict[str, Any]) -> None:
-        if self.run_dir is None or not self.dist.is_main:
-            return
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-            f.write(json.dumps(record) + "\n")
-        if self._tb is not None:
-            for k, v in record.items():
-                if k != "step" and isinstance(v, (int, float)):
-                    self._tb.add_scalar(k, v, record["step"])
-
-    def _log_train(self, tokens_per_s: float, bar: Any) -> None:
+    def _log_train(self) -> None:
+        now = time.perf_counter()
+        dt = now - self._window_start
+        tokens_per_s = self._window_tokens / dt if dt > 0 else 0.0
         values = self._train_window.values(self.dist)
         self._train_window.clear()
-        record: dict[str, Any] = {"step": self.step}
-        record.update({k: values[k] for k in ("loss", "mlm_loss", "sop_loss") if k in values})
-        record.update({k: v for k, v in values.items() if k not in record and k not in ("lr", "grad_norm")})
-        record["lr"] = self._last_lr
-        record["grad_norm"] = values.get("grad_norm", float("nan"))
-        record["tokens_per_s"] = tokens_per_s
-        record["tokens"] = self.tokens
-        record["elapsed_s"] = self.elapsed_s
+        tail: dict[str, Any] = {
+            "lr": self._last_lr,
+            "grad_norm": values.get("grad_norm", float("nan")),
+            "tokens_per_s": tokens_per_s,
+            "tokens": self.tokens,
+            "elapsed_s": self.elapsed_s,
+        }
         if self.dtype == torch.float16:
-            record["loss_scale"] = self.scaler.get_scale()
+            tail["loss_scale"] = self.scaler.get_scale()
+        record = train_record(self.step, values, tail)
         self._last_train = {k: float(v) for k, v in record.items()}
-        self._write_metrics(record)
-        if bar is not None:
-            post = {"loss": f"{record['loss']:.3f}"}
-            for k, v in record.items():
-                if k.endswith("accuracy"):
-                    post[k.replace("_accuracy", "_acc")] = f"{v:.3f}"
-            post["lr"] = f"{record['lr']:.2e}"
-            post["tok/s"] = f"{tokens_per_s:,.0f}"
-            bar.set_postfix(post, refresh=False)
+        self.metrics_log.write(record)
+        if self._bar is not None:
+            self._bar.set_postfix(bar_postfix(record), refresh=False)
         elif self.dist.is_main:
-            logger.info("step %d/%d %s", self.step, self.config.max_steps, _fmt(record, skip=("step",)))
-
-    def _progress_bar(self) -> Any:
-        if not self.config.progress_bar or not self.dist.is_main:
-            return None
-        from tqdm.auto import tqdm
-
-        return tqdm(total=self.config.max_steps, initial=self.step, unit="step", dynamic_ncols=True)
+            logger.info("step %d/%d %s", self.step, self.config.max_steps, format_metrics(record, ("step",)))
+        self._window_start, self._window_tokens = time.perf_counter(), 0
 
     # ------------------------------------------------------------------------------------------ signals
-    def _install_signal_handlers(self) -> dict[int, Any]:
-        if threading.current_thread() is not threading.main_thread():
-            return {}
-        old: dict[int, Any] = {}
-
-        def handler(signum: int, frame: Any) -> None:
-            self._stop_signal = signum
-            logger.warning("%s received: stopping after this step", signal.Signals(signum).name)
-            # a second Ctrl-C / SIGTERM acts at once
-            signal.signal(signum, signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL)
-
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            old[sig] = signal.signal(sig, handler)
-        return old
-
-    @staticmethod
-    def _restore_signal_handlers(old: dict[int, Any]) -> None:
-        for sig, h in old.items():
-            signal.signal(sig, h)
+    def _request_stop(self, signum: int) -> None:
+        self._stop_signal = signum
 
     @property
     def stop_signal(self) -> int | None:
@@ -743,14 +483,11 @@ class Trainer:
     # ------------------------------------------------------------------------------------------ checkpoints
     def _trainer_state(self) -> dict[str, Any]:
         return {
-            "step": self.step,
-            "epoch": self.epoch,
-            "batch_in_epoch": self.batch_in_epoch,
-            "tokens": self.tokens,
-            "elapsed_s": self.elapsed_s,
-            "bad_steps": self.bad_steps,
-            "best_value": self.best_value,
-            "best_step": self.best_step,
+            **{key: getattr(self, key) for key in LOOP_STATE},
+            "best_value": self.best.value,
+            "best_step": self.best.step,
+            "epoch": self.data.epoch,
+            "batch_in_epoch": self.data.batch_in_epoch,
             "best_metric": self.config.best_metric,
             "eval_history": self.eval_history,
             "world_size": self.dist.world_size,
@@ -759,36 +496,26 @@ class Trainer:
 
     def save(self) -> Path:
         """Write a step checkpoint now (collective: call on every rank); returns its path."""
-        root = self._require_run_dir("save") / "checkpoints"
-        data = self._data_state_obj(self._batches_for_state)
         rank_state = {
             "rng": ckpt_io.rng_state(),
-            "data": data.state_dict() if data is not None else None,
+            "data": self.data.state_dict(),
             "window": self._train_window.state_dict(),
             "last_lr": self._last_lr,
         }
-        states = gather_objects(rank_state, self.dist)
-        path = root / ckpt_io.step_dir_name(self.step)
-        if self.dist.is_main:
-            extra = {
-                "scheduler": self.scheduler.state_dict() if self.scheduler is not None else None,
-                "scaler": self.scaler.state_dict(),
-            }
-            path = ckpt_io.write_checkpoint(
-                root,
-                path.name,
-                model=self.model,
-                trainer_state=self._trainer_state(),
-                optimizer=self.optimizer,
-                extra_state=extra,
-                rank_states=states,
-                on_save=self.on_save,
-            )
-            ckpt_io.prune_checkpoints(root, self.config.keep_last)
-            logger.info("checkpoint %s", path)
-        barrier(self.dist)
-        self.last_checkpoint = path
-        return path
+        self.last_checkpoint = ckpt_io.save_training(
+            self._require_run_dir("save") / "checkpoints",
+            self.step,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            scaler=self.scaler,
+            trainer_state=self._trainer_state(),
+            rank_state=rank_state,
+            dist=self.dist,
+            keep_last=self.config.keep_last,
+            on_save=self.on_save,
+        )
+        return self.last_checkpoint
 
     def _save_best(self, metrics: dict[str, float]) -> None:
         root = self._require_run_dir("save") / "checkpoints"
@@ -797,15 +524,22 @@ class Trainer:
             ckpt_io.write_checkpoint(
                 root, ckpt_io.BEST_NAME, model=self.model, trainer_state=state, on_save=self.on_save
             )
-            logger.info("new best %s = %.5g at step %d", self.config.best_metric, self.best_value, self.step)
+            logger.info("new best %s = %.5g at step %d", self.best.name, self.best.value, self.step)
         barrier(self.dist)
 
-    def _resume(self, where: Path, batches: Iterable[Batch]) -> None:
+    def _resume(self, where: Path) -> None:
         path = ckpt_io.latest_checkpoint(where)
-        state = ckpt_io.read_trainer_state(path)
-        if (
-            state.get("world_size", 1) != self.dist.world_size
-            or state.get("grad_accum_steps", 1) != self.config.grad_accum_steps
+        state, mine = ckpt_io.load_training(
+            path,
+            model=self.model,
+            optimizer=self.optimizer,
+            scheduler=self.scheduler,
+            scaler=self.scaler,
+            rank=self.dist.rank,
+        )
+        if (state.get("world_size", 1), state.get("grad_accum_steps", 1)) != (
+            self.dist.world_size,
+            self.config.grad_accum_steps,
         ):
             logger.warning(
                 "%s was written with world_size=%s, grad_accum_steps=%s; now %d, %d: the data order will differ",
@@ -815,42 +549,18 @@ class Trainer:
                 self.dist.world_size,
                 self.config.grad_accum_steps,
             )
-        ckpt_io.load_model_weights(self.model, path)
-        self.optimizer.load_state_dict(ckpt_io.load_torch(path / ckpt_io.OPTIMIZER_FILE))
-        extra = ckpt_io.load_torch(path / ckpt_io.TRAINER_FILE)
-        if self.scheduler is not None and extra.get("scheduler") is not None:
-            self.scheduler.load_state_dict(extra["scheduler"])
-        if extra.get("scaler"):
-            self.scaler.load_state_dict(extra["scaler"])
-        for key in (
-            "step",
-            "epoch",
-            "batch_in_epoch",
-            "tokens",
-            "elapsed_s",
-            "bad_steps",
-            "best_value",
-            "best_step",
-        ):
+        for key in LOOP_STATE:
             setattr(self, key, state[key])
+        self.best.value, self.best.step = state["best_value"], state["best_step"]
         self.eval_history = list(state.get("eval_history", []))
-        ranks = ckpt_io.load_torch(path / ckpt_io.RANK_STATES_FILE)
-        mine = ranks[self.dist.rank] if self.dist.rank < len(ranks) else ranks[0]
-        data = self._data_state_obj(batches)
-        if data is not None and mine.get("data") is not None:
-            data.load_state_dict(mine["data"])
-        else:
-            self._skip = self.batch_in_epoch
-            if self._skip:
-                logger.info("resume: no data state; skipping %d batches of epoch %d", self._skip, self.epoch)
+        self.data.restore(state["epoch"], state["batch_in_epoch"], mine.get("data"))
         self._train_window.load_state_dict(mine.get("window", {}), self.device)
         self._last_lr = mine.get("last_lr", float("nan"))
         ckpt_io.set_rng_state(mine["rng"])
         self.last_checkpoint = path
-        if self.run_dir is not None and self.dist.is_main:
-            _truncate_metrics(self.run_dir / "metrics.jsonl", self.step)
+        self.metrics_log.truncate(self.step)  # lines the interrupted run wrote after this checkpoint
         logger.info(
-            "resumed from %s at step %d (epoch %d, %d tokens)", path, self.step, self.epoch, self.tokens
+            "resumed from %s at step %d (epoch %d, %d tokens)", path, self.step, self.data.epoch, self.tokens
         )
 
     def _result(self, stop_reason: str) -> TrainResult:
@@ -865,50 +575,9 @@ class Trainer:
             train_metrics=dict(self._last_train),
             eval_metrics=dict(self._last_eval),
             eval_history=list(self.eval_history),
-            best_metric=self.best_value,
-            best_step=self.best_step,
+            best_metric=self.best.value,
+            best_step=self.best.step,
             best_checkpoint=best_path,
             last_checkpoint=str(self.last_checkpoint) if self.last_checkpoint is not None else None,
             stop_signal=self._stop_signal if stop_reason == "signal" else None,
         )
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metrics lines after ``step`` (written by the interrupted run after its last checkpoint)."""
-    if not path.exists():
-        return
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= step:
-                kept.append(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by the kill
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
-    tmp.replace(path)
-
-
-def _fmt(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
-    parts = []
-    for k, v in values.items():
-        if k in skip:
-            continue
-        parts.append(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
-    return " ".join(parts)
-
-
-def load_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The records of RUN_DIR/metrics.jsonl (training and eval lines)."""
-    path = Path(run_dir) / "metrics.jsonl"
-    if not path.exists():
-        raise FileNotFoundError(f"{path} not found (is {run_dir} a run directory?)")
-    out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{i}: not valid JSON ({e.msg})") from None
-    return out

@@ -1,0 +1,252 @@
+"""Training metrics: sums kept on the device, the lines of RUN_DIR/metrics.jsonl, and how they read.
+
+The loop knows no metric by name: it logs ``loss`` and whatever other 0-d floating tensors the model returns
+(`scalar_metrics`), plus what a ``metrics_fn`` adds. `Meter` sums them without a host sync; `MetricsLog`
+writes one JSON object per line (and TensorBoard scalars when the package is installed); `load_metrics`
+reads the file back (``albert plot``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from albert._io import atomic_write_text, iter_jsonl
+from albert.train.distributed import DistInfo, all_reduce_sum
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+TENSORBOARD_DIR = "tb"
+
+MetricValue = Tensor | tuple[Tensor, Tensor]
+
+
+class Meter:
+    """Sums of metrics on the device (no host sync until `values`).
+
+    A metric is a value (averaged over the ``add`` calls) or a ratio ``(numerator, denominator)`` whose
+    parts are summed separately, e.g. correct predictions over counted ones pooled over a logging window.
+    """
+
+    def __init__(self) -> None:
+        self.num: dict[str, Tensor] = {}
+        self.den: dict[str, Tensor | float] = {}
+
+    def add(self, name: str, num: Tensor, den: Tensor | float = 1.0) -> None:
+        num = num.detach().float()
+        if isinstance(den, Tensor):
+            den = den.detach().float()
+        if name in self.num:
+            self.num[name] = self.num[name] + num
+            self.den[name] = self.den[name] + den
+        else:
+            self.num[name], self.den[name] = num, den
+
+    def add_all(self, metrics: Mapping[str, MetricValue]) -> None:
+        """Add each value or ``(numerator, denominator)`` of ``metrics``."""
+        for name, value in metrics.items():
+            if isinstance(value, tuple):
+                self.add(name, value[0], value[1])
+            else:
+                self.add(name, value)
+
+    def merge(self, other: Meter) -> None:
+        for k in other.num:
+            self.add(k, other.num[k], other.den[k])
+
+    def values(self, dist: DistInfo) -> dict[str, float]:
+        """``{name: sum of numerators / sum of denominators}`` over every rank (NaN where nothing counted)."""
+        if not self.num:
+            return {}
+        names = sorted(self.num)
+        device = self.num[names[0]].device
+        dens = [
+            d if isinstance(d, Tensor) else torch.tensor(d, device=device)
+            for d in (self.den[k] for k in names)
+        ]
+        sums: list[float] = all_reduce_sum(torch.stack([self.num[k] for k in names] + dens), dist).tolist()
+        n = len(names)
+        return {k: (sums[i] / sums[n + i] if sums[n + i] else float("nan")) for i, k in enumerate(names)}
+
+    def clear(self) -> None:
+        self.num.clear()
+        self.den.clear()
+
+    def state_dict(self) -> dict[str, tuple[Tensor, Tensor | float]]:
+        out: dict[str, tuple[Tensor, Tensor | float]] = {}
+        for k, num in self.num.items():
+            den = self.den[k]
+            out[k] = (num.cpu(), den.cpu() if isinstance(den, Tensor) else den)
+        return out
+
+    def load_state_dict(self, state: dict[str, tuple[Tensor, Tensor | float]], device: torch.device) -> None:
+        self.clear()
+        for k, (num, den) in state.items():
+            self.num[k] = num.to(device)
+            self.den[k] = den.to(device) if isinstance(den, Tensor) else den
+
+
+def scalar_metrics(output: Mapping[str, Any]) -> dict[str, MetricValue]:
+    """Every 0-d floating tensor of a model's output except ``loss`` (the loop logs these as they come)."""
+    return {
+        k: v
+        for k, v in output.items()
+        if k != "loss" and isinstance(v, Tensor) and v.ndim == 0 and v.is_floating_point()
+    }
+
+
+def train_record(step: int, values: Mapping[str, float], tail: Mapping[str, Any]) -> dict[str, Any]:
+    """One training line: ``step``, ``loss``, the other losses (``*_loss``), the other metrics (sorted),
+    then ``tail`` (lr, grad_norm, throughput, ...), whose keys win over same-named metrics."""
+    record: dict[str, Any] = {"step": step}
+    losses = ["loss", *sorted(k for k in values if k.endswith("_loss"))]
+    record.update((k, values[k]) for k in losses if k in values)
+    record.update((k, v) for k, v in sorted(values.items()) if k not in record and k not in tail)
+    record.update(tail)
+    return record
+
+
+def format_metrics(values: Mapping[str, Any], skip: tuple[str, ...] = ()) -> str:
+    """``name=value`` pairs for a log line (floats to 4 significant digits)."""
+    parts = []
+    for k, v in values.items():
+        if k in skip:
+            continue
+        parts.append(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}")
+    return " ".join(parts)
+
+
+def bar_postfix(record: Mapping[str, Any]) -> dict[str, str]:
+    """The progress bar's short form of a training line: loss, accuracies, lr, tokens/s."""
+    post = {"loss": f"{record['loss']:.3f}"}
+    for k, v in record.items():
+        if k.endswith("accuracy"):
+            post[k.replace("_accuracy", "_acc")] = f"{v:.3f}"
+    post["lr"] = f"{record['lr']:.2e}"
+    post["tok/s"] = f"{record['tokens_per_s']:,.0f}"
+    return post
+
+
+@contextmanager
+def progress_bar(total: int, initial: int, enabled: bool = True) -> Iterator[Any]:
+    """A tqdm bar of optimizer steps (log lines go above it, not through it), or None when not ``enabled``."""
+    if not enabled:
+        yield None
+        return
+    from tqdm.auto import tqdm
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    with logging_redirect_tqdm(), tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True) as bar:
+        yield bar
+
+
+def improves(value: float, best: float | None, mode: str = "max") -> bool:
+    """Whether ``value`` is a new best: strictly higher (``mode="max"``) or lower (``"min"``) than ``best``
+    (None: nothing yet); NaN never is. The one rule for the best checkpoint."""
+    if math.isnan(value):
+        return False
+    return best is None or (value > best if mode == "max" else value < best)
+
+
+@dataclass
+class BestMetric:
+    """The best value so far of the evaluation metric ``name`` (None: none tracked) and its step."""
+
+    name: str | None
+    mode: str = "max"
+    value: float | None = None
+    step: int | None = None
+
+    def update(self, metrics: Mapping[str, float], step: int) -> bool:
+        """Take ``metrics[name]`` (``eval_`` prefixed) of ``step`` if it `improves`; returns whether it did.
+
+        Raises:
+            KeyError: the metric is not among ``metrics``.
+        """
+        if self.name is None:
+            return False
+        key = self.name if self.name.startswith("eval_") else f"eval_{self.name}"
+        if key not in metrics:
+            raise KeyError(
+                f"TrainerConfig.best_metric {self.name!r} is not among the eval metrics {sorted(metrics)}"
+            )
+        if not improves(metrics[key], self.value, self.mode):
+            return False
+        self.value, self.step = metrics[key], step
+        return True
+
+
+class MetricsLog:
+    """RUN_DIR/metrics.jsonl (one JSON object per line) and RUN_DIR/tb when tensorboard is installed.
+
+    ``path`` None (no run directory, or a rank other than 0) makes every call a no-op.
+    """
+
+    def __init__(self, path: Path | None, tensorboard: bool = True) -> None:
+        self.path = path
+        self.tensorboard = tensorboard
+        self._tb: Any = None
+
+    def open(self) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.tensorboard and self._tb is None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self._tb = SummaryWriter(str(self.path.parent / TENSORBOARD_DIR))
+            except ImportError:
+                logger.debug("tensorboard not installed: metrics go to %s only", METRICS_FILE)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append ``record`` (which has a ``step``); its numbers also go to TensorBoard."""
+        if self.path is None:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(record) + "\n")
+        if self._tb is not None:
+            for k, v in record.items():
+                if k != "step" and isinstance(v, (int, float)):
+                    self._tb.add_scalar(k, v, record["step"])
+
+    def truncate(self, step: int) -> None:
+        """Drop the lines after ``step`` (see `truncate_metrics`)."""
+        if self.path is not None:
+            truncate_metrics(self.path, step)
+
+    def flush(self) -> None:
+        if self._tb is not None:
+            self._tb.flush()
+
+
+def truncate_metrics(path: Path, step: int) -> None:
+    """Keep the records up to ``step``: an interrupted run wrote lines after its last checkpoint, and its
+    last line may be cut by the kill (skipped)."""
+    if not path.exists():
+        return
+    kept = [rec for _, rec in iter_jsonl(path, skip_invalid=True) if rec.get("step", 0) <= step]
+    atomic_write_text(path, "".join(json.dumps(rec) + "\n" for rec in kept))
+
+
+def load_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of RUN_DIR/metrics.jsonl (training and eval lines).
+
+    Raises:
+        FileNotFoundError: no metrics.jsonl in ``run_dir``.
+        albert._io.JsonlError: a line that is not a JSON object (the message names ``file:line``).
+    """
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"{path} not found (is {run_dir} a run directory?)")
+    return [rec for _, rec in iter_jsonl(path)]

@@ -1,0 +1,78 @@
+"""How the trainer runs a single-device model: activation checkpointing, DDP, torch.compile and autocast,
+applied from outside (as torchtitan's parallelize step), so the model code stays plain PyTorch."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any
+
+import torch
+from torch import nn
+
+from albert.train.distributed import DistInfo
+
+logger = logging.getLogger(__name__)
+
+# TrainerConfig.precision -> the autocast dtype (None: plain fp32). Parameters stay fp32 in every case.
+PRECISION_DTYPES: dict[str, torch.dtype | None] = {
+    "fp32": None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+}
+
+
+def enable_activation_checkpointing(model: nn.Module) -> int:
+    """Turn on per-layer recomputation: sets ``gradient_checkpointing = True`` on every submodule that has the
+    attribute (our Encoder; Hugging Face encoders), or calls ``gradient_checkpointing_enable()``. Returns the
+    number of modules switched; raises if the model has no such hook."""
+    n = 0
+    for m in model.modules():
+        if hasattr(m, "gradient_checkpointing") and isinstance(m.gradient_checkpointing, bool):
+            m.gradient_checkpointing = True
+            n += 1
+    if n == 0 and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable()  # type: ignore[operator]
+        n = 1
+    if n == 0:
+        raise ValueError(
+            f"{type(model).__name__} has no activation checkpointing hook (no submodule with a "
+            "`gradient_checkpointing` flag and no gradient_checkpointing_enable())"
+        )
+    return n
+
+
+def wrap_model(
+    model: nn.Module,
+    device: torch.device,
+    dist: DistInfo,
+    *,
+    compile: bool = False,  # noqa: A002 - TrainerConfig's name
+    activation_checkpointing: bool = False,
+    find_unused_parameters: bool = False,
+) -> nn.Module:
+    """``model`` moved to ``device``, with activation checkpointing turned on, in DDP when the job has
+    several ranks, then compiled. Returns the module to call; ``model`` itself stays the one to save."""
+    if activation_checkpointing:
+        n = enable_activation_checkpointing(model)
+        logger.info("activation checkpointing on (%d module(s))", n)
+    model.to(device)
+    wrapped: nn.Module = model
+    if dist.enabled:
+        from torch.nn.parallel import DistributedDataParallel
+
+        wrapped = DistributedDataParallel(
+            model,
+            device_ids=[device] if device.type == "cuda" else None,
+            find_unused_parameters=find_unused_parameters,
+        )
+    if compile:
+        wrapped = torch.compile(wrapped)  # type: ignore[assignment]
+    return wrapped
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device`` (None: a no-op context)."""
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=dtype)
