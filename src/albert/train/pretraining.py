@@ -7,9 +7,7 @@ sentence-order accuracy (pooled over tokens / sequences, as the original run_pre
 
 from __future__ import annotations
 
-import json
 import logging
-import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -17,12 +15,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert.train.config import PretrainConfig
-from albert.train.trainer import Trainer, TrainerConfig, TrainResult
+from albert._io import atomic_write_dir, atomic_write_json
+from albert.model import AlbertForPreTraining
+from albert.model.heads import IGNORE_INDEX
+from albert.train.config import ConfigError, PretrainConfig
+from albert.train.distributed import DistInfo
+from albert.train.trainer import Trainer, TrainResult
 
 logger = logging.getLogger(__name__)
-
-IGNORE_INDEX = -100
 
 
 def count_mlm(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -183,146 +183,142 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     Writes ``RUN_DIR/run_config.json``, ``metrics.jsonl``, ``checkpoints/`` and, when the run completes or
     hits its time budget, the final model directory ``RUN_DIR/model`` (with the tokenizer when given).
     """
-    from albert.config import AlbertConfig
-    from albert.data import PretrainingDataset, load_manifest
-    from albert.model import AlbertForPreTraining
-    from albert.optim import build_optimizer, build_scheduler
     from albert.train.distributed import destroy_distributed, init_distributed, rank_zero_logging
 
     cfg.validate()
     if not cfg.data.data_dir:
-        from albert.train.config import ConfigError
-
         raise ConfigError("data.data_dir is required (a DATA_DIR made by `albert prepare`; flag --data-dir)")
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     info = init_distributed(cfg.run.device)
     rank_zero_logging(info)
-    run_dir = Path(cfg.run.run_dir)
-    micro, accum = cfg.grad_accum_steps(info.world_size)
     try:
-        tokenizer = None
-        if cfg.data.tokenizer:
-            from albert.tokenizer import load_tokenizer
-
-            tokenizer = load_tokenizer(cfg.data.tokenizer)
-        manifest = load_manifest(cfg.data.data_dir)
-        tok_info = manifest["tokenizer"]
-        data_seq = int(manifest["config"]["max_seq_length"])
-        seq = cfg.data.max_seq_length or data_seq
-
-        overrides = dict(cfg.model.overrides)
-        overrides.setdefault("vocab_size", int(tok_info["vocab_size"]))
-        model_config = AlbertConfig.from_preset(cfg.model.preset, **overrides)
-        if model_config.vocab_size != tok_info["vocab_size"]:
-            raise ValueError(
-                f"model vocab_size {model_config.vocab_size} != the DATA_DIR tokenizer's {tok_info['vocab_size']}"
-            )
-        if seq > model_config.max_position_embeddings:
-            raise ValueError(
-                f"sequence length {seq} > max_position_embeddings {model_config.max_position_embeddings}"
-            )
-
-        _seed_all(cfg.run.seed)  # same initialization on every rank (DDP also broadcasts rank 0's)
-        if cfg.model.init_from:
-            model = AlbertForPreTraining.from_pretrained(cfg.model.init_from)
-        else:
-            model = AlbertForPreTraining(model_config)
-        _seed_all(cfg.run.seed + 1000 * info.rank)  # dropout differs across ranks
-
-        dataset = PretrainingDataset(
-            cfg.data.data_dir,
-            masking=cfg.data.masking,  # type: ignore[arg-type]
-            batch_size=micro,
-            drop_last=True,
-            max_seq_length=seq,
-            tokenizer=tokenizer,
-            rank=info.rank,
-            world_size=info.world_size,
-        )
-        batches: Any = dataset.loader(micro, cfg.data.num_workers) if cfg.data.num_workers else dataset
-
-        model.to(info.device)
-        o = cfg.optim
-        optimizer = build_optimizer(
-            model, o.name, o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps
-        )
-        s = cfg.schedule
-        scheduler = build_scheduler(
-            optimizer,
-            total_steps=s.total_steps,
-            warmup_steps=s.warmup_steps,
-            power=s.power,
-            start_warmup_step=s.start_warmup_step,
-        )
-        evaluator = None
-        if cfg.data.eval_data_dir:
-            evaluator = PretrainingEvaluator(
-                cfg.data.eval_data_dir, cfg.run.eval_batch_size, cfg.run.eval_batches, max_seq_length=seq
-            )
-        r = cfg.run
-        tcfg = TrainerConfig(
-            max_steps=r.max_steps if r.max_steps is not None else s.total_steps,
-            grad_accum_steps=accum,
-            max_grad_norm=o.max_grad_norm,
-            precision=r.precision,
-            device=str(info.device),
-            compile=r.compile,
-            activation_checkpointing=r.activation_checkpointing,
-            log_every=r.log_every,
-            eval_every=r.eval_every if evaluator is not None else None,
-            save_every=r.save_every,
-            keep_last=r.keep_last,
-            max_bad_steps=r.max_bad_steps,
-            max_time_s=r.max_time_minutes * 60 if r.max_time_minutes else None,
-            progress_bar=r.progress_bar,
-        )
-
-        def on_save(directory: Path) -> None:
-            if tokenizer is not None:
-                tokenizer.save_pretrained(directory)
-
-        trainer = Trainer(
-            model,
-            optimizer,
-            scheduler,
-            tcfg,
-            run_dir=run_dir,
-            eval_fn=evaluator,
-            metrics_fn=pretraining_metrics,
-            data_state=dataset,
-            on_save=on_save,
-            dist=info,
-        )
-        if info.is_main:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            (run_dir / "run_config.json").write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
-            n_params = sum(p.numel() for p in model.parameters())
-            logger.info(
-                "pretraining %s (%.1fM parameters) on %s x%d: global batch %d = %d micro x %d accum x %d ranks, "
-                "seq %d, %s lr %g, %d steps",
-                cfg.model.preset,
-                n_params / 1e6,
-                info.device,
-                info.world_size,
-                cfg.run.global_batch_size,
-                micro,
-                accum,
-                info.world_size,
-                seq,
-                o.name,
-                o.lr,
-                tcfg.max_steps,
-            )
-        result = trainer.fit(batches, resume=resume)
-        if info.is_main and result.last_checkpoint and result.stop_reason in ("max_steps", "time_limit"):
-            final = run_dir / "model"
-            tmp = run_dir / ".model.tmp"
-            shutil.rmtree(tmp, ignore_errors=True)
-            model.save_pretrained(tmp, tokenizer=tokenizer)  # type: ignore[operator]
-            shutil.rmtree(final, ignore_errors=True)
-            tmp.rename(final)
-            logger.info("model directory: %s", final)
-        return result
+        return _run(cfg, cfg.data.data_dir, info, resume)
     finally:
         destroy_distributed()
+
+
+def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> TrainResult:
+    from albert.data import PretrainingDataset
+
+    run_dir = Path(cfg.run.run_dir)
+    micro, accum = cfg.grad_accum_steps(info.world_size)
+    tokenizer = _load_tokenizer(cfg.data.tokenizer)
+    model, seq = _build_model(cfg, data_dir, info.rank)
+    dataset = PretrainingDataset(
+        data_dir,
+        masking=cfg.data.masking,  # type: ignore[arg-type]
+        batch_size=micro,
+        drop_last=True,
+        max_seq_length=seq,
+        tokenizer=tokenizer,
+        rank=info.rank,
+        world_size=info.world_size,
+    )
+    batches: Any = dataset.loader(micro, cfg.data.num_workers) if cfg.data.num_workers else dataset
+    model.to(info.device)
+    optimizer, scheduler = _optimizer(cfg, model)
+    evaluator = None
+    if cfg.data.eval_data_dir:
+        evaluator = PretrainingEvaluator(
+            cfg.data.eval_data_dir, cfg.run.eval_batch_size, cfg.run.eval_batches, max_seq_length=seq
+        )
+    tcfg = cfg.trainer_config(accum, str(info.device), evaluate=evaluator is not None)
+
+    def on_save(directory: Path) -> None:
+        if tokenizer is not None:
+            tokenizer.save_pretrained(directory)
+
+    trainer = Trainer(
+        model,
+        optimizer,
+        scheduler,
+        tcfg,
+        run_dir=run_dir,
+        eval_fn=evaluator,
+        metrics_fn=pretraining_metrics,
+        data_state=dataset,
+        on_save=on_save,
+        dist=info,
+    )
+    if info.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(run_dir / "run_config.json", cfg.to_dict(), indent=2)
+        _log_start(cfg, model, info, (micro, accum, seq), tcfg.max_steps)
+    result = trainer.fit(batches, resume=resume)
+    if info.is_main and result.last_checkpoint and result.stop_reason in ("max_steps", "time_limit"):
+        # the final model directory, written next to its place and renamed over the previous one
+        final = atomic_write_dir(run_dir / "model", lambda d: model.save_pretrained(d, tokenizer=tokenizer))
+        logger.info("model directory: %s", final)
+    return result
+
+
+def _load_tokenizer(path: str | None) -> Any:
+    if not path:
+        return None
+    from albert.tokenizer import load_tokenizer
+
+    return load_tokenizer(path)
+
+
+def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertForPreTraining, int]:
+    """The model (fresh, or ``model.init_from``) checked against the DATA_DIR, and the sequence length."""
+    from albert.config import AlbertConfig
+    from albert.data import load_manifest
+
+    manifest = load_manifest(data_dir)
+    vocab = int(manifest["tokenizer"]["vocab_size"])
+    seq = cfg.data.max_seq_length or int(manifest["config"]["max_seq_length"])
+    model_config = AlbertConfig.from_preset(cfg.model.preset, **{"vocab_size": vocab, **cfg.model.overrides})
+    if model_config.vocab_size != vocab:
+        raise ValueError(f"model vocab_size {model_config.vocab_size} != the DATA_DIR tokenizer's {vocab}")
+    if seq > model_config.max_position_embeddings:
+        raise ValueError(
+            f"sequence length {seq} > max_position_embeddings {model_config.max_position_embeddings}"
+        )
+    _seed_all(cfg.run.seed)  # same initialization on every rank (DDP also broadcasts rank 0's)
+    if cfg.model.init_from:
+        model = AlbertForPreTraining.from_pretrained(cfg.model.init_from)
+    else:
+        model = AlbertForPreTraining(model_config)
+    _seed_all(cfg.run.seed + 1000 * rank)  # dropout differs across ranks
+    return model, seq
+
+
+def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
+    from albert.optim import build_optimizer, build_scheduler
+
+    o, s = cfg.optim, cfg.schedule
+    optimizer = build_optimizer(
+        model, o.name, o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps
+    )
+    scheduler = build_scheduler(
+        optimizer,
+        total_steps=s.total_steps,
+        warmup_steps=s.warmup_steps,
+        power=s.power,
+        start_warmup_step=s.start_warmup_step,
+    )
+    return optimizer, scheduler
+
+
+def _log_start(
+    cfg: PretrainConfig, model: nn.Module, info: DistInfo, shape: tuple[int, int, int], steps: int
+) -> None:
+    micro, accum, seq = shape
+    logger.info(
+        "pretraining %s (%.1fM parameters) on %s x%d: global batch %d = %d micro x %d accum x %d ranks, "
+        "seq %d, %s lr %g, %d steps",
+        cfg.model.preset,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+        info.device,
+        info.world_size,
+        cfg.run.global_batch_size,
+        micro,
+        accum,
+        info.world_size,
+        seq,
+        cfg.optim.name,
+        cfg.optim.lr,
+        steps,
+    )
