@@ -384,3 +384,33 @@ def test_resume_keeps_a_stateful_iterables_position_across_epochs(tmp_path):
     Trainer(model_b, opt, sched, cfg, run_dir=tmp_path).fit(EpochStream(), resume=True)
     for k, v in params_of(model_a).items():
         assert torch.equal(v, params_of(model_b)[k]), k
+
+
+def test_training_lines_put_the_losses_first_whatever_the_model_names_them():
+    from albert.train.metrics import train_record
+
+    values = {"grad_norm": 2.0, "acc": 0.5, "b_loss": 1.0, "loss": 3.0, "a_loss": 2.0, "lr": 9.0}
+    record = train_record(7, values, {"lr": 0.1, "grad_norm": values["grad_norm"]})
+    assert list(record) == ["step", "loss", "a_loss", "b_loss", "acc", "lr", "grad_norm"]
+    assert record["lr"] == 0.1  # the loop's own keys win over a metric of the same name
+
+
+def test_best_metric_rule_is_strict_and_ignores_nan():
+    from albert.train.metrics import BestMetric, improves
+
+    assert improves(0.5, None) and not improves(float("nan"), None)
+    assert not improves(0.5, 0.5) and improves(0.4, 0.5, "min") and not improves(0.6, 0.5, "min")
+    best = BestMetric("acc", "max")
+    assert best.update({"eval_acc": 0.7}, step=2) and (best.value, best.step) == (0.7, 2)
+    assert not best.update({"eval_acc": 0.7}, step=4) and best.step == 2
+    assert not BestMetric(None).update({"eval_acc": 1.0}, step=1)
+    with pytest.raises(KeyError, match="best_metric 'f1'"):
+        BestMetric("f1").update({"eval_acc": 1.0}, step=1)
+
+
+def test_metrics_file_with_a_broken_line_names_file_and_line(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"step": 1, "loss": 1.0}\n{"step": 2,\n')
+    with pytest.raises(ValueError, match=r"metrics.jsonl:2: not valid JSON"):
+        load_metrics(tmp_path)
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl not found"):
+        load_metrics(tmp_path / "nope")
