@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 from typing import Any
 
-from albert._fields import FieldError, coerce, field_docs, field_types, split_optional
+from albert._fields import FieldError, coerce, field_docs, field_types, parse_value, split_optional
 
 
 def _flag(prefix: str, name: str, style: str) -> str:
@@ -21,10 +21,10 @@ def _flag(prefix: str, name: str, style: str) -> str:
     return "--" + (f"{prefix}-{name}" if prefix else name).replace("_", "-")  # --learning-rate
 
 
-def _converter(tp: Any, where: str) -> Any:
+def _converter(tp: Any, where: str, scalar: bool = False) -> Any:
     def convert(text: str) -> Any:
         try:
-            return coerce(text, tp, where)
+            return coerce(parse_value(text) if scalar else text, tp, where)
         except FieldError as e:
             raise argparse.ArgumentTypeError(str(e).split(": ", 1)[-1]) from None
 
@@ -39,6 +39,7 @@ def add_dataclass_flags(
     prefix: str = "",
     style: str = "dashed",
     exclude: tuple[str, ...] = (),
+    show_defaults: bool = True,
 ) -> None:
     """Add one flag per field of the dataclass ``cls``.
 
@@ -47,6 +48,8 @@ def add_dataclass_flags(
         prefix: the section name (``"optim"``) put before each field name.
         style: ``"dashed"`` (``--learning-rate``) or ``"dotted"`` (``--optim.lr``).
         exclude: fields without a flag.
+        show_defaults: end each help with the field's default; False where the defaults come from
+            elsewhere (``albert finetune``: the task's preset).
     """
     docs, hints = field_docs(cls), field_types(cls)
     for f in dataclasses.fields(cls):
@@ -58,9 +61,12 @@ def add_dataclass_flags(
         base, optional = split_optional(tp)
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = (docs.get(f.name) or f.name.replace("_", " ")) + (
-            f" (default: {default})" if f.default is not dataclasses.MISSING else ""
+            f" (default: {default})" if show_defaults and f.default is not dataclasses.MISSING else ""
         )
-        if base is bool and not optional:
+        # dotted (albert pretrain): VALUE reads as in --set and the config file (``null``, ``"text"``), and
+        # a bool flag takes an optional value (``--run.compile``, ``--run.compile false``)
+        dotted = style == "dotted"
+        if base is bool and not optional and not dotted:
             parser.add_argument(
                 flag,
                 dest=dest,
@@ -72,7 +78,9 @@ def add_dataclass_flags(
         parser.add_argument(
             flag,
             dest=dest,
-            type=_converter(tp, flag),
+            type=_converter(tp, flag, scalar=dotted),
+            nargs="?" if dotted and base is bool else None,
+            const=True if dotted and base is bool else None,
             default=argparse.SUPPRESS,
             metavar=getattr(base, "__name__", "VALUE").upper(),
             help=help_text,
