@@ -82,3 +82,15 @@ def test_glue_average_averages_mnli_and_reports_missing_tasks() -> None:
     assert out["score"] == pytest.approx((0.5 + 0.9 + 0.75) / 3)
     assert set(out["missing"]) == {"mrpc", "stsb", "qqp", "qnli", "rte", "wnli"}
     assert M.task_score({"f1": 0.9, "accuracy": 0.8}, ["f1", "accuracy"]) == pytest.approx(0.85)
+
+
+def test_softmax_matches_scipy_and_survives_large_logits() -> None:
+    from scipy import special
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 7)) * 5
+    np.testing.assert_allclose(M.softmax(x), special.softmax(x, axis=-1), rtol=1e-12)
+    np.testing.assert_allclose(M.softmax(x, axis=0), special.softmax(x, axis=0), rtol=1e-12)
+    big = M.softmax([1000.0, 1000.0, -1000.0])  # exp(1000) overflows without the max subtracted
+    np.testing.assert_allclose(big, [0.5, 0.5, 0.0], atol=1e-12)
+    assert M.softmax([]).shape == (0,)

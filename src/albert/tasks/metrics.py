@@ -1,4 +1,4 @@
-"""Evaluation metrics, in numpy, as the GLUE leaderboard computes them.
+"""Evaluation metrics, in numpy, as the GLUE leaderboard computes them, and the one softmax of the tasks.
 
 Each function takes predictions and gold labels (any array-likes of equal length) and returns a Python
 float. They are tested against scikit-learn and scipy (tests/unit/test_metrics.py); neither is needed at
@@ -24,10 +24,22 @@ __all__ = [
     "pearson",
     "spearman",
     "rankdata",
+    "softmax",
     "compute",
     "glue_average",
     "METRICS",
 ]
+
+
+def softmax(logits: Any, axis: int = -1) -> np.ndarray:
+    """Probabilities from scores along ``axis``, in float64 (the maximum is subtracted first, so large
+    logits do not overflow). Classification probabilities, multiple-choice probabilities over the options
+    and the SQuAD n-best probabilities all come from here."""
+    z = np.asarray(logits, dtype=np.float64)
+    if z.size == 0:
+        return z
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
 
 
 def _pair(predictions: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
