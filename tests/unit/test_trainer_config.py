@@ -142,3 +142,37 @@ def test_resume_dir_supplies_the_saved_config(tmp_path):
     (tmp_path / "run_config.json").write_text(json.dumps(saved.to_dict()))
     cfg = resolve(["--resume", str(tmp_path), "--run.log_every", "3"])
     assert cfg.optim.lr == 0.123 and cfg.run.log_every == 3 and cfg.run.run_dir == str(tmp_path)
+
+
+def test_dotted_flags_read_values_as_set_does():
+    """--section.field VALUE reads VALUE as --set and the YAML file do; bool flags take an optional value."""
+    cfg = resolve(["--run.compile", "false", "--run.progress_bar", "no", "--run.device", "null",
+                   "--run.max_steps", "null", "--run.run_dir", "123", "--model.overrides", '{"hidden_size": 64}'])  # fmt: skip
+    assert cfg.run.compile is False and cfg.run.progress_bar is False
+    assert cfg.run.device is None and cfg.run.max_steps is None
+    assert cfg.run.run_dir == "123" and cfg.model.overrides == {"hidden_size": 64}
+    assert resolve(["--run.activation_checkpointing", "--data-dir", "D"]).run.activation_checkpointing is True
+    # the long spelling wins over the alias, whatever the order on the command line
+    assert resolve(["--data.data_dir", "long", "--data-dir", "short"]).data.data_dir == "long"
+
+
+def test_bad_flag_values_and_field_help(capsys):
+    with pytest.raises(SystemExit) as e:
+        parse(["--optim.lr", "fast"])
+    assert e.value.code == 2
+    assert "--optim.lr: expected a number" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parse(["--optim.lr", "inf"])  # a learning rate of inf trains a model of NaNs
+    assert "finite" in capsys.readouterr().err
+    p = argparse.ArgumentParser()
+    from albert.cli import pretrain
+
+    pretrain.add_arguments(p)
+    text = " ".join(p.format_help().split())  # argparse wraps the help lines
+    assert "paper Sec. 4.1: 0.00176 for batch 4096" in text  # the docstring under OptimOptions.lr
+    assert "--run.global_batch_size" in text and "--set" in text and "--data-dir" in text
+
+
+def test_apply_dict_refuses_non_finite_numbers():
+    with pytest.raises(ConfigError, match=r"x.json: optim.lr: must be a finite number"):
+        apply_dict(PretrainConfig(), {"optim": {"lr": float("nan")}}, "x.json")
