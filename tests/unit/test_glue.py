@@ -12,7 +12,8 @@ from sklearn import metrics as skm
 from standin_tokenizer import WordTokenizer
 
 from albert.tasks import glue
-from albert.tasks.base import TaskDataError, encode_text_pair, evaluate, truncate_seq_pair
+from albert.tasks.base import TaskDataError, evaluate
+from albert.tasks.inputs import encode_text_pair, truncate_longest_first
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -193,12 +194,12 @@ def test_missing_file_and_missing_column(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------- features
-def test_truncate_seq_pair_pops_the_longer_and_b_on_ties() -> None:
+def test_truncate_longest_first_pops_the_longer_and_b_on_ties() -> None:
     a, b = [1, 2, 3, 4, 5], [6, 7]
-    truncate_seq_pair(a, b, 5)
+    truncate_longest_first(a, b, 5)
     assert (a, b) == ([1, 2, 3], [6, 7])
     a, b = [1, 2, 3], [4, 5, 6]
-    truncate_seq_pair(a, b, 4)  # 3/3: pop b -> 3/2: pop a -> 2/2
+    truncate_longest_first(a, b, 4)  # 3/3: pop b -> 3/2: pop a -> 2/2
     assert (a, b) == ([1, 2], [4, 5])
 
 

@@ -12,7 +12,9 @@ import pytest
 
 from albert.cli.main import main
 from albert.config import AlbertConfig
-from albert.tasks.base import ModelDirError, load_model_tokenizer, resolve_model_dir
+from albert.tasks.base import ModelDirError
+from albert.tasks.inputs import load_model_tokenizer
+from albert.tasks.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"

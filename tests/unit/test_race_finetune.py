@@ -11,7 +11,7 @@ import pytest
 from standin_tokenizer import make_tiny_model_dir
 
 from albert.cli.main import main
-from albert.tasks.base import resolve_model_dir
+from albert.tasks.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 RACE_DIR = FIXTURES / "race"

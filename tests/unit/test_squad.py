@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from albert.tasks import squad as S
+from albert.tasks import squad_data as S
 from albert.tasks.squad_metric import evaluate_v1, normalize_answer
 from albert.tasks.squad_postprocess import SpanResult, postprocess_span
 from conftest import data_path
@@ -288,3 +288,32 @@ def test_version_two_reading_and_the_unanswerable_builder():
     assert S.make_unanswerable(data, 0.5, seed=0) == v2  # deterministic
     train, rest = S.split_articles(data, 2 / 3)
     assert [a["title"] for a in train] == ["t0", "t1"] and [a["title"] for a in rest] == ["t2"]
+
+
+def test_compute_metrics_is_pure_and_apply_metrics_settles_the_answers():
+    import copy
+
+    from albert.tasks.base import Example
+    from albert.tasks.squad import SquadTask
+
+    task = SquadTask("2.0")
+    golds = {"a": ["x"], "b": [], "c": ["w"], "d": []}
+    best = {"a": "x", "b": "y", "c": "wrong", "d": "z"}
+    odds = {"a": -2.0, "b": 3.0, "c": 0.5, "d": 1.0}
+    records = [
+        {"guid": q, "prediction": best[q], "best_span": best[q], "null_odds": odds[q], "nbest": []}
+        for q in best
+    ]
+    examples = [Example(q, ("?", "ctx"), golds[q]) for q in golds]
+    before = copy.deepcopy(records)
+    metrics = task.compute_metrics(records, examples)
+    assert records == before and task.chosen_threshold is None  # neither the records nor the task changed
+    assert metrics["threshold_chosen"] == 1.0 and metrics["f1"] == pytest.approx(metrics["best_f1"]) == 75.0
+    settled = task.apply_metrics(records, metrics)
+    assert [r["prediction"] for r in settled] == ["x", "", "", ""] and records == before
+    task.calibrate(metrics)
+    assert task.chosen_threshold == metrics["null_threshold"]
+    fixed = SquadTask("2.0", null_threshold=10.0)
+    assert fixed.compute_metrics(records, examples)["threshold_chosen"] == 0.0
+    fixed.calibrate(metrics)
+    assert fixed.chosen_threshold is None  # a fixed threshold stays the one used

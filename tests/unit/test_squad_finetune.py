@@ -12,7 +12,7 @@ import pytest
 
 from albert.cli.main import main
 from albert.config import AlbertConfig
-from albert.tasks.squad import make_unanswerable, read_squad
+from albert.tasks.squad_data import make_unanswerable, read_squad
 from conftest import FIXTURES
 
 TINY = FIXTURES / "squad" / "tiny-v1.1.json"

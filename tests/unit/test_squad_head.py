@@ -174,7 +174,7 @@ def _tiny_config():
 
 
 def test_model_trains_on_a_collated_batch():
-    from albert.tasks.squad import SquadAnswer, SquadExample, collate, featurize
+    from albert.tasks.squad_data import SquadAnswer, SquadExample, collate, featurize
 
     class Tok:
         cls_id, sep_id, pad_id = 1, 2, 0

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from albert.tasks.squad import SquadAnswer, SquadExample, featurize
+from albert.tasks.squad_data import SquadAnswer, SquadExample, featurize
 from albert.tasks.squad_metric import evaluate_v2
 from albert.tasks.squad_postprocess import (
     Predictions,
@@ -16,6 +16,7 @@ from albert.tasks.squad_postprocess import (
     choose_threshold,
     postprocess_span,
     postprocess_v2,
+    write_official_files,
 )
 
 
@@ -147,11 +148,12 @@ def test_choose_threshold_reaches_best_f1_and_files(tmp_path):
     thr = choose_threshold(preds, golds)
     ref = evaluate_v2(golds, best, null_odds)
     assert evaluate_v2(golds, preds.answers(thr))["f1"] == pytest.approx(ref["best_f1"]) == 75.0
-    paths = preds.write(tmp_path / "out", threshold=thr)
+    out = tmp_path / "out"
+    assert write_official_files(preds.records(thr), out) == out / "predictions.json"
     # answering only "a" is best: "c" is wrong either way, "b" and "d" have no answer
-    assert json.loads(paths["predictions"].read_text()) == {"a": "x", "b": "", "c": "", "d": ""}
-    assert json.loads(paths["null_odds"].read_text()) == null_odds
-    assert set(json.loads(paths["nbest"].read_text())) == set(best)
+    assert json.loads((out / "predictions.json").read_text()) == {"a": "x", "b": "", "c": "", "d": ""}
+    assert json.loads((out / "null_odds.json").read_text()) == null_odds
+    assert set(json.loads((out / "nbest_predictions.json").read_text())) == set(best)
 
 
 def test_missing_model_output_is_an_error():

@@ -44,16 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from albert.cli.finetune import task_module
-    from albert.tasks.base import (
-        ModelDirError,
-        TaskDataError,
-        evaluate,
-        load_model_tokenizer,
-        model_predict_fn,
-        read_task_info,
-        resolve_model_dir,
-        write_jsonl,
-    )
+    from albert.tasks.base import ModelDirError, TaskDataError, evaluate, model_predict_fn, write_jsonl
+    from albert.tasks.inputs import pad_id_of
+    from albert.tasks.rundir import load_finetuned
     from albert.train.distributed import pick_device
 
     summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
@@ -67,21 +60,19 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(summary, indent=2))
             return 0
     try:
-        model_dir = resolve_model_dir(args.model, args.checkpoint)
-        info = read_task_info(model_dir)
-        tokenizer = load_model_tokenizer(model_dir)
-        task, preset = task_module(args.task_kind).cli_task(args, info)
-        if task.kind != info.get("kind"):
+        # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
+        tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
+        task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
+        if task.kind != tuned.task.kind:
             raise ModelDirError(
-                f"{model_dir}: a {info.get('kind')} model cannot be evaluated on a {task.kind} task"
+                f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"
             )
-        max_len = args.max_seq_length or int(info.get("max_seq_length", preset.max_seq_length))
         examples = task.read(args.split)
-        features = task.featurize(examples, tokenizer, max_len)
+        features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
     except (TaskDataError, ModelDirError, ValueError, KeyError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    model = task.build_model(model_dir).to(pick_device(args.device))
+    model = task.build_model(tuned.model_dir).to(pick_device(args.device))
     t0 = time.perf_counter()
     res = evaluate(
         task,
@@ -90,16 +81,21 @@ def run(args: argparse.Namespace) -> int:
         model_predict_fn(model),
         split=args.split,
         batch_size=args.batch_size,
-        pad_id=int(getattr(tokenizer, "pad_id", 0) or 0),
+        pad_id=pad_id_of(tuned.tokenizer),
     )
     seconds = time.perf_counter() - t0
-    out = args.output or (Path(model_dir) / "eval" / f"{args.split}.jsonl")
+    out = args.output or (tuned.model_dir / "eval" / f"{args.split}.jsonl")
     write_jsonl(out, res.predictions)
     extra = ""
     if task.writes_submission(args.split):
         path = task.write_test_predictions(args.split, res.predictions, out.parent)
         extra = f", submission file {path}"
-    summary = {"model": str(model_dir), "split": args.split, "num_examples": len(examples), **res.metrics}
+    summary = {
+        "model": str(tuned.model_dir),
+        "split": args.split,
+        "num_examples": len(examples),
+        **res.metrics,
+    }
     if res.metrics:
         summary["score"] = task.score(res.metrics)
     print(json.dumps(summary, indent=2))

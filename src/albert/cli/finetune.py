@@ -9,18 +9,20 @@ with two command-line hooks:
   fine-tuned model, which fixes e.g. the label order when evaluating) and its hyperparameter preset.
 
 Adding a task (SQuAD) is one line in `TASKS` plus those two functions in its module. The hyperparameter
-flags (``--learning-rate``, ``--batch-size``, ...) are generated from `FinetuneConfig` and override the
-preset; ``--print-config`` shows the resolved configuration.
+flags (``--learning-rate``, ``--batch-size``, ...) are `FinetuneConfig`'s fields, typed by their
+annotations and helped by their docstrings (`albert.cli.options`); the ones given override the preset
+(``null`` too: ``--train-steps null``); ``--print-config`` shows the resolved configuration.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import sys
 from typing import Any
+
+from albert.cli.options import add_dataclass_flags, given_values
 
 HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
 DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
@@ -40,56 +42,27 @@ TASKS: dict[str, str] = {
     "squad": "albert.tasks.squad",
 }
 
-_FLAG_HELP = {
-    "learning_rate": "peak learning rate",
-    "batch_size": "examples per optimizer step (global)",
-    "train_steps": "optimizer steps (overrides --epochs)",
-    "epochs": "passes over the training set when --train-steps is not set",
-    "warmup_steps": "linear warmup steps",
-    "warmup_fraction": "warmup as a fraction of the steps when --warmup-steps is not set",
-    "max_seq_length": "maximum tokens per sequence",
-    "eval_batch_size": "batch size for evaluation",
-    "eval_every": "evaluate on dev every N steps (default: every epoch)",
-    "classifier_dropout": "dropout before the task head",
-    "encoder_dropout": "hidden and attention dropout in the encoder while fine-tuning (the README's 'ALBERT DR')",
-    "optimizer": "adamw | adamw_original | lamb",
-    "weight_decay": "weight decay (LayerNorm and biases excluded)",
-    "adam_epsilon": "Adam epsilon",
-    "max_grad_norm": "global gradient-norm clipping",
-    "seed": "random seed (initialization of the head, data order, dropout)",
-    "group_by_length": "batch examples of similar length together",
-    "pad_to_max_length": "pad every batch to --max-seq-length as the original (slow)",
-    "precision": "fp32 | bf16 | fp16",
-    "device": "cpu | cuda | cuda:N (default: a GPU when there is one)",
-}
-
 
 def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per `FinetuneConfig` field; unset flags keep the task preset."""
+    """One flag per `FinetuneConfig` field, helped by its docstring; a flag not given keeps the preset."""
     from albert.tasks.base import FinetuneConfig
 
-    g = parser.add_argument_group("hyperparameters (default: the task's preset)")
-    for f in dataclasses.fields(FinetuneConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = _FLAG_HELP.get(f.name, f.name)
-        if f.type in ("bool", bool):
-            g.add_argument(
-                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text
-            )
-            continue
-        kind = {"float": float, "int": int, "str": str}
-        base = str(f.type).split("|")[0].strip()
-        g.add_argument(flag, dest=f.name, type=kind.get(base, str), default=None, help=help_text)
+    group = parser.add_argument_group("hyperparameters (default: the task's preset)")
+    add_dataclass_flags(group, FinetuneConfig, show_defaults=False)
 
 
-def config_overrides(args: argparse.Namespace) -> dict[str, Any]:
+def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
+    """The task's preset with the flags given on the command line (``null`` included: ``--train-steps
+    null``). ``--epochs`` without a step count wins over the preset's (and over its warmup steps, unless
+    ``--warmup-steps`` is given)."""
     from albert.tasks.base import FinetuneConfig
 
-    return {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(FinetuneConfig)
-        if getattr(args, f.name, None) is not None
-    }
+    given = given_values(args, FinetuneConfig)
+    if "epochs" in given and given.get("train_steps") is None:
+        given["train_steps"] = None
+        given.setdefault("warmup_steps", None)
+    cfg: FinetuneConfig = preset.replace(**given)
+    return cfg
 
 
 def task_module(name: str) -> Any:
@@ -130,7 +103,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.tasks.base import ModelDirError, TaskDataError, finetune
+    from albert.tasks.base import ModelDirError, TaskDataError
+    from albert.tasks.finetune import finetune
 
     module = task_module(args.task_kind)
     try:
@@ -138,11 +112,7 @@ def run(args: argparse.Namespace) -> int:
     except (TaskDataError, ValueError, KeyError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    cfg = preset.replace(**config_overrides(args))
-    if args.train_steps is None and args.epochs is not None:
-        cfg = dataclasses.replace(cfg, train_steps=None)  # --epochs wins over a preset's step count
-        if args.warmup_steps is None:
-            cfg = dataclasses.replace(cfg, warmup_steps=None)
+    cfg = resolve_config(preset, args)
     if args.print_config:
         print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
         return 0

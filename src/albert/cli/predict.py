@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from albert._io import atomic_write_text
 
 HELP = "predict labels (and probabilities) for text from a file or stdin with a fine-tuned model"
 DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per input line.
@@ -49,171 +52,70 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
 
 
-def _lines(path: str) -> list[str]:
+def _read(path: str) -> str:
     if path == "-":
-        return sys.stdin.read().splitlines()
-    return Path(path).read_text(encoding="utf-8-sig").splitlines()
+        return sys.stdin.read()
+    return Path(path).read_text(encoding="utf-8-sig")  # utf-8-sig: a BOM is not part of the first line
 
 
-def _records(lines: list[str], fmt: str, source: str) -> tuple[list[dict[str, Any]], list[int]]:
-    """Input records and their line numbers; blank lines skipped."""
+def _records(text: str, fmt: str, source: str) -> tuple[list[dict[str, Any]], list[int]]:
+    """Input records and their line numbers; blank lines skipped. Text lines become ``{"_texts": fields}``
+    (split at tabs), the form every task's `Task.predict_examples` takes beside JSON objects."""
+    from albert._io import JsonlError, iter_jsonl
     from albert.tasks.base import TaskDataError
 
+    lines = text.splitlines()
     first = next((ln for ln in lines if ln.strip()), "")
     if fmt == "auto":
         fmt = "jsonl" if source.endswith(".jsonl") or first.lstrip().startswith("{") else "text"
-    records, numbers = [], []
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        if fmt == "jsonl":
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{source}:{n}: not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise TaskDataError(f"{source}:{n}: expected a JSON object")
-        else:
-            parts = line.split("\t")
-            rec = {"_texts": parts}
-        records.append(rec)
-        numbers.append(n)
-    return records, numbers
+    if fmt == "jsonl":
+        try:
+            pairs = list(iter_jsonl(io.StringIO(text), name=source))
+        except JsonlError as e:
+            raise TaskDataError(str(e)) from None
+        return [rec for _, rec in pairs], [n for n, _ in pairs]
+    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
+    return [{"_texts": line.split("\t")} for _, line in numbered], [n for n, _ in numbered]
 
 
-def build_examples(
-    records: list[dict[str, Any]], numbers: list[int], info: dict[str, Any], args: Any, source: str
-) -> list[Any]:
-    """Examples for the model's task kind from the input records."""
-    from albert.tasks.base import Example, TaskDataError
-
-    examples = []
-    if info["kind"] == "span":  # question answering: {"question", "context"} or question<TAB>context
-        from albert.tasks.squad import predict_examples
-
-        return predict_examples(records, numbers, source)
-    if info["kind"] == "multiple_choice":
-        for rec, n in zip(records, numbers):
-            context = rec.get("context", rec.get("article"))
-            opts = rec.get("options")
-            if not isinstance(context, str) or not isinstance(opts, list) or len(opts) < 2:
-                raise TaskDataError(
-                    f"{source}:{n}: a multiple-choice input needs 'context' and a list of 'options'"
-                )
-            meta = {"question": str(rec.get("question", "")), "options": [str(o) for o in opts]}
-            examples.append(Example(str(rec.get("id", n)), (context,), None, meta))
-        return examples
-    columns = info.get("columns") or {}
-    text_field = args.text_field or columns.get("text") or "text"
-    pair_field = args.pair_field or columns.get("text_pair") or "text_pair"
-    pairs = int(info.get("text_fields", 1)) == 2
-    for rec, n in zip(records, numbers):
-        if "_texts" in rec:
-            texts = rec["_texts"]
-            if pairs and len(texts) != 2:
-                raise TaskDataError(
-                    f"{source}:{n}: a sentence-pair model needs text<TAB>pair, got {len(texts)} field(s)"
-                )
-            if not pairs:
-                texts = ["\t".join(texts)]
-        else:
-            if text_field not in rec:
-                raise TaskDataError(f"{source}:{n}: no field {text_field!r} (use --text-field)")
-            texts = [str(rec[text_field])]
-            if pairs:
-                if pair_field not in rec:
-                    raise TaskDataError(
-                        f"{source}:{n}: no field {pair_field!r} for the second text (use --pair-field)"
-                    )
-                texts.append(str(rec[pair_field]))
-        examples.append(Example(str(rec.get("id", n)), tuple(texts), None, {}))
-    return examples
-
-
-def _task_for(info: dict[str, Any]) -> Any:
-    from albert.tasks.base import ClassificationTask
-    from albert.tasks.race import MultipleChoiceData, MultipleChoiceTask
-
-    if info["kind"] == "span":
-        from albert.tasks.squad import SquadTask
-
-        return SquadTask.from_info(info)
-    if info["kind"] == "multiple_choice":
-        files: dict[str, Path] = {"input": Path("-")}
-        return MultipleChoiceTask(
-            MultipleChoiceData(files=files, max_qa_length=int(info.get("max_qa_length", 128))),
-            name=info["task"],
-        )
-    labels = info.get("labels") if info["kind"] == "classification" else None
-    return ClassificationTask(
-        info["task"],
-        lambda split: [],
-        labels,
-        info.get("metric_names", ["accuracy"]),
-        text_fields=int(info.get("text_fields", 1)),
-    )
-
-
-def _write(records: Iterable[dict[str, Any]], path: str) -> None:
-    out = sys.stdout if path == "-" else open(path, "w", encoding="utf-8")  # noqa: SIM115
-    try:
-        for r in records:
-            out.write(json.dumps(r, ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+def _write(rows: Iterable[dict[str, Any]], path: str) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(path, text)
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.tasks.base import (
-        ModelDirError,
-        TaskDataError,
-        load_model_tokenizer,
-        model_predict_fn,
-        predict,
-        read_task_info,
-        resolve_model_dir,
-    )
+    from albert.tasks.base import ModelDirError, TaskDataError, model_predict_fn, predict
+    from albert.tasks.inputs import pad_id_of
+    from albert.tasks.rundir import load_finetuned
     from albert.train.distributed import pick_device
 
     try:
-        model_dir = resolve_model_dir(args.model, args.checkpoint)
-        info = read_task_info(model_dir)
-        tokenizer = load_model_tokenizer(model_dir)
+        tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
         source = "<stdin>" if args.input == "-" else args.input
-        records, numbers = _records(_lines(args.input), args.format, source)
-        examples = build_examples(records, numbers, info, args, source)
+        records, numbers = _records(_read(args.input), args.format, source)
+        examples = tuned.task.predict_examples(
+            records, numbers, source, text_field=args.text_field, pair_field=args.pair_field
+        )
     except (TaskDataError, ModelDirError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not examples:
         print("error: no input", file=sys.stderr)
         return 2
-    task = _task_for(info)
-    max_len = args.max_seq_length or int(info.get("max_seq_length", 512))
-    features = task.featurize(examples, tokenizer, max_len)
-    model = task.build_model(model_dir).to(pick_device(args.device))
+    task = tuned.task
+    features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
+    model = task.build_model(tuned.model_dir).to(pick_device(args.device))
     outputs = predict(
-        task, features, model_predict_fn(model), batch_size=args.batch_size, pad_id=tokenizer.pad_id
+        task, features, model_predict_fn(model), batch_size=args.batch_size, pad_id=pad_id_of(tuned.tokenizer)
     )
     preds = task.postprocess(outputs, examples, features)
-    results = []
+    rows = []
     for rec, ex, p in zip(records, examples, preds):
-        row: dict[str, Any] = {}
-        if "id" in rec:
-            row["id"] = rec["id"]
-        if info["kind"] == "multiple_choice":
-            row.update(prediction=p["prediction"], probabilities=p["probabilities"])
-        elif info["kind"] == "span":
-            best = p["nbest"][0] if p["nbest"] else {}
-            row.update(question=ex.texts[0], answer=p["prediction"], probability=best.get("probability"))
-            if "null_odds" in p:
-                row["null_odds"] = p["null_odds"]
-        else:
-            row["text"] = ex.texts[0]
-            if len(ex.texts) > 1:
-                row["text_pair"] = ex.texts[1]
-            row.update({k: v for k, v in p.items() if k != "guid"})
-        results.append(row)
-    _write(results, args.output)
+        row: dict[str, Any] = {"id": rec["id"]} if "id" in rec else {}
+        row.update(task.output_row(ex, p))
+        rows.append(row)
+    _write(rows, args.output)
     return 0

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from albert.tasks.base import ClassificationTask, Example, FinetuneConfig, TaskDataError
+from albert._io import JsonlError, iter_jsonl
+from albert.tasks.base import Example, FinetuneConfig, TaskDataError
+from albert.tasks.classification import ClassificationTask
 
 logger = logging.getLogger(__name__)
 
@@ -68,18 +69,11 @@ def read_records(
         raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
     out: list[tuple[int, dict[str, Any]]] = []
     if fmt == "jsonl":
-        with open(p, encoding="utf-8-sig") as f:
-            for n, text in enumerate(f, start=1):
-                if not text.strip():
-                    continue
-                try:
-                    obj = json.loads(text)
-                except json.JSONDecodeError as e:
-                    raise TaskDataError(f"{p}:{n}: not valid JSON ({e.msg}, column {e.colno})") from None
-                if not isinstance(obj, dict):
-                    raise TaskDataError(f"{p}:{n}: expected a JSON object, got {type(obj).__name__}")
-                out.append((n, obj))
-        return out
+        with open(p, encoding="utf-8-sig") as f:  # utf-8-sig: a BOM is not part of the first record
+            try:
+                return list(iter_jsonl(f, name=str(p)))
+            except JsonlError as e:
+                raise TaskDataError(str(e)) from None
     with open(p, encoding="utf-8-sig", newline="") as f:
         if fmt == "csv":
             reader = csv.reader(f)

@@ -1,4 +1,4 @@
-"""GLUE: one table of task specs, one reader, one task class (`albert.tasks.base.ClassificationTask`).
+"""GLUE: one table of task specs, one reader, one task class (`albert.tasks.classification.ClassificationTask`).
 
 Data layout: the official GLUE TSVs as the GLUE download script writes them, ``DATA_DIR/<TASK>/*.tsv``
 (``CoLA``, ``SST-2``, ``MRPC``, ``STS-B``, ``QQP``, ``MNLI``, ``QNLI``, ``RTE``, ``WNLI``) and
@@ -25,7 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert.tasks.base import ClassificationTask, Example, FinetuneConfig, TaskDataError
+from albert._io import atomic_write_text
+from albert.tasks.base import Example, FinetuneConfig, TaskDataError
+from albert.tasks.classification import ClassificationTask
+from albert.tasks.rundir import REPORT_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -346,15 +349,15 @@ class GlueTask(ClassificationTask):
 def write_submission(path: Path, predictions: Sequence[Mapping[str, Any]], *, regression: bool) -> Path:
     """A GLUE leaderboard file: ``index<TAB>prediction``; labels as their names (``entailment``, ``1``),
     STS-B scores clipped to the label range [0, 5] with 3 decimals."""
+    lines = ["index\tprediction\n"]
+    for p in predictions:
+        if regression:
+            value = f"{min(5.0, max(0.0, float(p['score']))):.3f}"
+        else:
+            value = str(p["label"])
+        lines.append(f"{p['guid']}\t{value}\n")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("index\tprediction\n")
-        for p in predictions:
-            if regression:
-                value = f"{min(5.0, max(0.0, float(p['score']))):.3f}"
-            else:
-                value = str(p["label"])
-            f.write(f"{p['guid']}\t{value}\n")
+    atomic_write_text(path, "".join(lines))
     return path
 
 
@@ -409,7 +412,7 @@ def glue_summary(runs_root: str | Path, checkpoint: str = "best") -> dict[str, A
     root = Path(runs_root)
     results: dict[str, dict[str, float]] = {}
     for name in TASK_NAMES:
-        report = root / name / "report.json"
+        report = root / name / REPORT_FILE
         if not report.is_file():
             continue
         rec = json.loads(report.read_text(encoding="utf-8"))["checkpoints"][checkpoint]

@@ -30,8 +30,10 @@ from typing import Any
 
 import numpy as np
 
+from albert._io import JsonlError, iter_jsonl
 from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
 from albert.tasks.collate import Feature
+from albert.tasks.metrics import softmax
 
 logger = logging.getLogger(__name__)
 
@@ -190,37 +192,24 @@ def read_mc_jsonl(path: str | Path) -> list[Example]:
     if not p.is_file():
         raise FileNotFoundError(f"{p}: not found")
     examples = []
-    with open(p, encoding="utf-8-sig") as f:
-        for n, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            where = f"{p}:{n}"
-            try:
-                rec = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(f"{where}: not valid JSON ({e.msg}, column {e.colno})") from None
-            if not isinstance(rec, dict):
-                raise TaskDataError(f"{where}: expected a JSON object")
-            context = rec.get("context", rec.get("article"))
-            if not isinstance(context, str):
-                raise TaskDataError(f"{where}: no text field 'context' (or 'article')")
-            question = rec.get("question", "")
-            opts = rec.get("options")
-            if not isinstance(opts, list) or len(opts) < 2:
-                raise TaskDataError(f"{where}: 'options' must be a list of at least 2 options")
-            label = _answer_index(rec["answer"], len(opts), where) if rec.get("answer") is not None else None
-            guid = str(rec.get("id", f"{p.stem}-{n}"))
-            level = rec.get("level")
-            examples.append(
-                _mc_example(
-                    guid,
-                    context,
-                    str(question),
-                    [str(o) for o in opts],
-                    label,
-                    {"file": str(p), "line": n, "level": level},
-                )
-            )
+    with open(p, encoding="utf-8-sig") as f:  # utf-8-sig: a BOM is not part of the first record
+        try:
+            records = list(iter_jsonl(f, name=str(p)))
+        except JsonlError as e:
+            raise TaskDataError(str(e)) from None
+    for n, rec in records:
+        where = f"{p}:{n}"
+        context = rec.get("context", rec.get("article"))
+        if not isinstance(context, str):
+            raise TaskDataError(f"{where}: no text field 'context' (or 'article')")
+        question = rec.get("question", "")
+        opts = rec.get("options")
+        if not isinstance(opts, list) or len(opts) < 2:
+            raise TaskDataError(f"{where}: 'options' must be a list of at least 2 options")
+        label = _answer_index(rec["answer"], len(opts), where) if rec.get("answer") is not None else None
+        guid = str(rec.get("id", f"{p.stem}-{n}"))
+        meta = {"file": str(p), "line": n, "level": rec.get("level")}
+        examples.append(_mc_example(guid, context, str(question), [str(o) for o in opts], label, meta))
     return examples
 
 
@@ -256,6 +245,11 @@ class MultipleChoiceTask(Task):
         else:
             self.dev_splits = ("dev",)
             self.test_splits = ("test",)
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any]) -> MultipleChoiceTask:
+        data = MultipleChoiceData(files={}, max_qa_length=int(info.get("max_qa_length", MAX_QA_LENGTH)))
+        return cls(data, name=str(info["task"]))
 
     def read(self, split: str) -> list[Example]:
         if self.data.files is not None:
@@ -302,9 +296,7 @@ class MultipleChoiceTask(Task):
         for out, feat in zip(outputs, features):
             i = feat["example_index"]
             ex = examples[i]
-            logits = np.asarray(out["logits"], dtype=np.float64).reshape(-1)
-            z = np.exp(logits - logits.max())
-            probs = z / z.sum()
+            probs = softmax(np.asarray(out["logits"]).reshape(-1))  # over the options
             pred = int(np.argmax(probs))
             rec: dict[str, Any] = {
                 "guid": ex.guid,
@@ -337,6 +329,33 @@ class MultipleChoiceTask(Task):
 
     def info(self) -> dict[str, Any]:
         return {**super().info(), "max_qa_length": self.max_qa_length}
+
+    # ------------------------------------------------------------------------------------ albert predict
+    def predict_examples(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        numbers: Sequence[int],
+        source: str,
+        *,
+        text_field: str | None = None,
+        pair_field: str | None = None,
+    ) -> list[Example]:
+        """JSON objects with ``context`` (or ``article``), ``question`` and a list of ``options``."""
+        examples = []
+        for rec, n in zip(records, numbers):
+            context = rec.get("context", rec.get("article"))
+            opts = rec.get("options")
+            if not isinstance(context, str) or not isinstance(opts, list) or len(opts) < 2:
+                raise TaskDataError(
+                    f"{source}:{n}: a multiple-choice input needs 'context' and a list of 'options'"
+                )
+            meta = {"question": str(rec.get("question", "")), "options": [str(o) for o in opts]}
+            examples.append(Example(str(rec.get("id", n)), (context,), None, meta))
+        return examples
+
+    def output_row(self, example: Example, prediction: Mapping[str, Any]) -> dict[str, Any]:
+        """``{"prediction": "B", "probabilities": [...]}`` (one probability per option)."""
+        return {"prediction": prediction["prediction"], "probabilities": prediction["probabilities"]}
 
 
 # ---------------------------------------------------------------------------------------------------------

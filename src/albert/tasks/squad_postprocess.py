@@ -1,4 +1,4 @@
-"""From per-window model outputs to answer texts: n-best spans, no-answer scores, the output files.
+"""From per-window model outputs to answer texts: n-best spans, no-answer scores, the official files.
 
 Two kinds of model output:
 
@@ -38,14 +38,15 @@ from typing import Any
 
 import numpy as np
 
-from albert.tasks.squad import SquadExample, SquadFeature
+from albert._io import atomic_write_text
+from albert.tasks.metrics import softmax
+from albert.tasks.squad_data import SquadExample, SquadFeature
 from albert.tasks.squad_metric import choose_null_threshold, f1_score, normalize_answer
 
-# google-research/albert run_squad_v1.py / run_squad_v2.py flag defaults
+# google-research/albert run_squad_v1.py / run_squad_v2.py flag defaults (start_n_top / end_n_top, the
+# verifier head's beam, are albert.model.squad_head.START_N_TOP / END_N_TOP)
 N_BEST_SIZE = 20
 MAX_ANSWER_LENGTH = 30
-START_N_TOP = 5
-END_N_TOP = 5
 
 
 @dataclass
@@ -90,29 +91,37 @@ class Predictions:
             return dict(self.best_text)
         return {q: ("" if self.null_odds[q] > threshold else t) for q, t in self.best_text.items()}
 
-    def write(self, out_dir: str | Path, threshold: float | None = None) -> dict[str, Path]:
-        """Write ``predictions.json``, ``nbest_predictions.json`` and (SQuAD 2.0) ``null_odds.json``, in the
-        original's layout (``json.dumps(..., indent=4)``)."""
-        out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        paths = {"predictions": out / "predictions.json", "nbest": out / "nbest_predictions.json"}
-        paths["predictions"].write_text(
-            json.dumps(self.answers(threshold), indent=4) + "\n", encoding="utf-8"
-        )
-        paths["nbest"].write_text(json.dumps(self.nbest, indent=4) + "\n", encoding="utf-8")
-        if self.null_odds:
-            paths["null_odds"] = out / "null_odds.json"
-            paths["null_odds"].write_text(json.dumps(self.null_odds, indent=4) + "\n", encoding="utf-8")
-        return paths
+    def records(self, threshold: float | None = None) -> list[dict[str, Any]]:
+        """One prediction record per question, in question order: ``guid``, ``prediction`` (the answer at
+        ``threshold``, see `answers`), ``best_span``, ``null_odds`` (SQuAD 2.0 post-processing only) and
+        ``nbest``: what `write_official_files` writes."""
+        answers = self.answers(threshold)
+        out = []
+        for q, best in self.best_text.items():
+            rec: dict[str, Any] = {"guid": q, "prediction": answers[q], "best_span": best}
+            if self.null_odds:
+                rec["null_odds"] = self.null_odds[q]
+            rec["nbest"] = self.nbest[q]
+            out.append(rec)
+        return out
 
 
-def _softmax(scores: Sequence[float]) -> list[float]:
-    if not scores:
-        return []
-    m = max(scores)
-    exps = [math.exp(s - m) for s in scores]
-    total = sum(exps)
-    return [e / total for e in exps]
+def write_official_files(predictions: Sequence[Mapping[str, Any]], out_dir: Path) -> Path:
+    """``predictions.json`` (qid -> answer, "" = no answer), ``nbest_predictions.json`` and, for SQuAD 2.0,
+    ``null_odds.json`` from prediction records (`Predictions.records`), in the original's layout
+    (``json.dumps(..., indent=4)``), each written atomically; returns the predictions.json path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    def dump(name: str, obj: Any) -> Path:
+        path = out_dir / name
+        atomic_write_text(path, json.dumps(obj, indent=4) + "\n")
+        return path
+
+    path = dump("predictions.json", {p["guid"]: p["prediction"] for p in predictions})
+    dump("nbest_predictions.json", {p["guid"]: p.get("nbest", []) for p in predictions})
+    if predictions and "null_odds" in predictions[0]:
+        dump("null_odds.json", {p["guid"]: p["null_odds"] for p in predictions})
+    return path
 
 
 def _top(values: np.ndarray, k: int) -> list[int]:
@@ -167,7 +176,7 @@ def _nbest(
             continue
         seen.add(text)
         kept.append((text, s_score, e_score, cs, ce))
-    probs = _softmax([s + e for _, s, e, _, _ in kept])
+    probs = softmax([s + e for _, s, e, _, _ in kept]).tolist()
     return [
         {"text": t, "probability": p, "start_score": s, "end_score": e, "char_start": cs, "char_end": ce}
         for (t, s, e, cs, ce), p in zip(kept, probs)

@@ -1,0 +1,376 @@
+"""Fine-tuning through the one trainer: `finetune(task, init, output_dir, cfg)`.
+
+The steps, each a function below: read and featurize the splits (`_featurize_splits`), build the model
+with the task's head (`_build_model`), length-grouped training batches (`_train_batches`), the trainer
+with a dev evaluation as its ``eval_fn`` (`_DevEvaluation`, `_make_trainer`), ``trainer.fit``, then the
+files of the run directory (`albert.tasks.rundir`): the dev predictions of the best and the last
+evaluation, test-split predictions of the best checkpoint, and ``report.json``.
+
+The best checkpoint is the trainer's (``TrainerConfig.best_metric="eval_score"``, ``best_mode="max"``),
+and so are the dev predictions written as ``predictions/<split>_best.jsonl``: those of its
+`TrainResult.best_step` (the last evaluation's records when that is the best step, else the best
+checkpoint evaluated again), not a second copy of its rule.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from albert._io import atomic_write_text
+from albert.tasks.base import (
+    EvalResult,
+    Example,
+    FinetuneConfig,
+    Task,
+    TaskDataError,
+    evaluate,
+    model_predict_fn,
+    write_jsonl,
+)
+from albert.tasks.collate import Feature, LengthGroupedBatches
+from albert.tasks.inputs import load_model_tokenizer, pad_id_of
+from albert.tasks.rundir import REPORT_FILE, write_task_info
+
+logger = logging.getLogger(__name__)
+
+DevSets = dict[str, tuple[list[Example], list[Feature]]]
+
+
+@dataclass
+class FinetuneResult:
+    """What `finetune` reports: where the two checkpoints are and their dev metrics."""
+
+    output_dir: Path
+    best: dict[str, Any]
+    """``dir``, ``step`` and the dev metrics of the best-on-dev checkpoint."""
+    last: dict[str, Any]
+    """The same for the final weights."""
+    history: list[dict[str, Any]]
+    train_seconds: float
+    report_path: Path
+
+
+def finetune(
+    task: Task,
+    init: str | Path,
+    output_dir: str | Path,
+    cfg: FinetuneConfig,
+    *,
+    train_limit: int | None = None,
+    predict_test: bool = True,
+    resume: bool = False,
+    max_time_s: float | None = None,
+    progress_bar: bool = True,
+    random_init: bool = False,
+) -> FinetuneResult:
+    """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
+
+    Evaluates on the dev split(s) every ``cfg.eval_every`` steps (default: each epoch) and at the end.
+    Keeps two checkpoints, both model directories with the tokenizer and task.json:
+    ``OUTPUT/checkpoints/best`` (highest task score on the first dev split; the original reports only
+    this one) and ``OUTPUT/checkpoints/step-N`` (the final weights). ``OUTPUT/report.json`` says which is
+    which, with their dev metrics; dev predictions of both go to ``OUTPUT/predictions/``, test-split
+    predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``.
+
+    ``random_init``: keep ``init``'s architecture and tokenizer but draw every weight afresh (seeded by
+    ``cfg.seed``) -- the from-scratch baseline that shows what pretraining bought.
+    """
+    import torch
+
+    from albert.train.distributed import init_distributed
+
+    out = Path(output_dir)
+    dist = init_distributed(cfg.device)
+    torch.manual_seed(cfg.seed)
+    tokenizer = load_model_tokenizer(init)
+    train_examples, train_features, dev_sets = _featurize_splits(task, tokenizer, cfg, train_limit)
+    model = _build_model(task, init, cfg, random_init)
+    init_name = f"random init, architecture of {init}" if random_init else str(init)
+    batches = _train_batches(task, train_features, cfg, pad_id_of(tokenizer), dist)
+    total_steps, warmup_steps = cfg.steps_for(len(train_features))
+    steps_per_epoch = max(1, len(batches))
+    plan = {  # the head of report.json
+        "init": init_name,
+        "config": cfg.to_dict(),
+        "num_train_examples": len(train_examples),
+        "num_dev_examples": {s: len(e) for s, (e, _) in dev_sets.items()},
+        "total_steps": total_steps,
+        "warmup_steps": warmup_steps,
+        "steps_per_epoch": steps_per_epoch,
+    }
+    dev = _DevEvaluation(task, dev_sets, cfg, pad_id_of(tokenizer))
+
+    def on_save(tmp: Path) -> None:
+        tokenizer.save_pretrained(tmp)
+        write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": init_name})
+
+    trainer = _make_trainer(
+        model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist,
+        max_time_s=max_time_s, progress_bar=progress_bar,
+    )  # fmt: skip
+    logger.info(
+        "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
+        task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
+        cfg.learning_rate, cfg.batch_size,
+    )  # fmt: skip
+    result = trainer.fit(batches, resume=resume or None)
+
+    return _conclude(task, type(model), result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main)
+
+
+def _conclude(
+    task: Task,
+    model_cls: Any,
+    result: Any,
+    dev: _DevEvaluation,
+    plan: dict[str, Any],
+    tokenizer: Any,
+    cfg: FinetuneConfig,
+    out: Path,
+    predict_test: bool,
+    is_main: bool,
+) -> FinetuneResult:
+    """After training (`TrainResult` ``result``): the best and last checkpoints with their dev metrics,
+    and, on the main process, their dev predictions, the test-split predictions and report.json."""
+    history = [{k.removeprefix("eval_"): v for k, v in r.items()} for r in result.eval_history]
+    best, last = _checkpoints(
+        result, history, f"score on {dev.main_split} (mean of {', '.join(task.metric_names)})"
+    )
+    report_path = out / REPORT_FILE
+    if is_main:
+        best_dir = Path(result.best_checkpoint or result.last_checkpoint or out)
+        load_best = functools.cache(lambda: _load_model(model_cls, best_dir, cfg))
+        _write_dev_predictions(dev, result, load_best, out / "predictions")
+        if predict_test and task.test_splits:
+            _predict_test_splits(task, load_best(), best, tokenizer, cfg, out / "test")
+        report = {"task": task.info(), **plan, "train_seconds": result.elapsed_s}
+        report.update(
+            stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
+        )
+        atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
+        logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
+        logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
+    return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
+
+
+def _checkpoints(
+    result: Any, history: list[dict[str, Any]], selected_by: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The report's ``best`` and ``last`` entries: directory, step and dev metrics, as the trainer's
+    `TrainResult` names them (its best step, best and last checkpoints)."""
+    last: dict[str, Any] = {
+        "dir": result.last_checkpoint,
+        **(history[-1] if history else {"step": result.steps}),
+    }
+    best: dict[str, Any] = {"dir": result.best_checkpoint, "selected_by": selected_by}
+    best.update(next((h for h in history if h.get("step") == result.best_step), {"step": result.best_step}))
+    return best, last
+
+
+def _featurize_splits(
+    task: Task, tokenizer: Any, cfg: FinetuneConfig, train_limit: int | None
+) -> tuple[list[Example], list[Feature], DevSets]:
+    """The training examples and features (the first ``train_limit``), and each dev split's."""
+    t0 = time.perf_counter()
+    train_examples = task.read(task.train_split)
+    if train_limit is not None:
+        train_examples = train_examples[:train_limit]
+    if not train_examples:
+        raise TaskDataError(f"{task.name}: the {task.train_split} split is empty")
+    train_features = task.featurize(train_examples, tokenizer, cfg.max_seq_length)
+    dev_sets: DevSets = {}
+    for split in task.dev_splits:
+        ex = task.read(split)
+        dev_sets[split] = (ex, task.featurize(ex, tokenizer, cfg.max_seq_length))
+    logger.info(
+        "%s: %d train examples, %s; featurized in %.1fs",
+        task.name,
+        len(train_examples),
+        ", ".join(f"{len(e)} {s}" for s, (e, _) in dev_sets.items()) or "no dev set",
+        time.perf_counter() - t0,
+    )
+    return train_examples, train_features, dev_sets
+
+
+def _build_model(task: Task, init: str | Path, cfg: FinetuneConfig, random_init: bool) -> Any:
+    """The task's model from ``init`` with the fine-tuning dropouts; ``random_init``: fresh weights."""
+    import torch
+
+    overrides: dict[str, Any] = {"classifier_dropout_prob": cfg.classifier_dropout}
+    if cfg.encoder_dropout is not None:
+        overrides.update(
+            hidden_dropout_prob=cfg.encoder_dropout, attention_probs_dropout_prob=cfg.encoder_dropout
+        )
+    model = task.build_model(init, **overrides)
+    if random_init:
+        torch.manual_seed(cfg.seed)
+        model.init_weights()
+        logger.info("random initialization: %s's architecture and tokenizer, fresh weights", init)
+    return model
+
+
+def _train_batches(
+    task: Task, features: list[Feature], cfg: FinetuneConfig, pad_id: int, dist: Any
+) -> LengthGroupedBatches:
+    """This process's share of the shuffled (by default length-grouped) training batches."""
+    if cfg.batch_size % dist.world_size:
+        raise ValueError(f"batch size {cfg.batch_size} is not divisible by the {dist.world_size} processes")
+    collate = functools.partial(
+        task.collate, pad_id=pad_id, pad_to=cfg.max_seq_length if cfg.pad_to_max_length else None
+    )
+    return LengthGroupedBatches(
+        features,
+        cfg.batch_size // dist.world_size,
+        collate,
+        group_by_length=cfg.group_by_length and not cfg.pad_to_max_length,
+        seed=cfg.seed,
+        rank=dist.rank,
+        world_size=dist.world_size,
+    )
+
+
+class _DevEvaluation:
+    """The trainer's ``eval_fn``: dev metrics, flat (``<metric>`` for the first dev split,
+    ``<split>_<metric>`` for the others, and ``score``, the task score on the first dev split, by which
+    the trainer's ``best_metric`` selects the best checkpoint). It keeps the prediction records of the
+    latest evaluation only; the best one's are written once training is over (`_write_dev_predictions`).
+    """
+
+    def __init__(self, task: Task, dev_sets: DevSets, cfg: FinetuneConfig, pad_id: int) -> None:
+        self.task = task
+        self.dev_sets = dev_sets
+        self.cfg = cfg
+        self.pad_id = pad_id
+        self.main_split = task.dev_splits[0] if task.dev_splits else None
+        self.latest: dict[str, EvalResult] | None = None
+
+    def run(self, module: Any) -> dict[str, EvalResult]:
+        """Predictions and metrics of ``module`` on every dev split."""
+        fn = model_predict_fn(module)
+        return {
+            split: evaluate(
+                self.task, ex, feats, fn, split=split, batch_size=self.cfg.eval_batch_size, pad_id=self.pad_id
+            )
+            for split, (ex, feats) in self.dev_sets.items()
+        }
+
+    def __call__(self, module: Any) -> dict[str, float]:
+        results = self.run(module)
+        flat: dict[str, float] = {}
+        for split, res in results.items():
+            prefix = "" if split == self.main_split else f"{split}_"
+            flat.update({f"{prefix}{k}": v for k, v in res.metrics.items()})
+        assert self.main_split is not None
+        main = results[self.main_split].metrics
+        flat["score"] = self.task.score(main)
+        self.task.calibrate(main)  # saved with the checkpoints of this step (task.json)
+        self.latest = results
+        return flat
+
+
+def _write_dev_predictions(dev: _DevEvaluation, result: Any, load_best: Any, pred_dir: Path) -> None:
+    """``<split>_last.jsonl``: the records of the last evaluation; ``<split>_best.jsonl``: those of the
+    trainer's best step (`TrainResult.best_step`): the last evaluation's when it is that step, else the
+    best checkpoint's (``load_best()``) evaluated again (an earlier step, or one of a resumed run)."""
+    if dev.latest is not None:
+        for split, res in dev.latest.items():
+            write_jsonl(pred_dir / f"{split}_last.jsonl", res.predictions)
+    if result.best_step is None or result.best_checkpoint is None:
+        return
+    # this process's last evaluation is the last entry of the trainer's history
+    last_step = result.eval_history[-1]["step"] if result.eval_history else None
+    best = dev.latest if dev.latest is not None and last_step == result.best_step else None
+    if best is None:
+        best = dev.run(load_best())
+    for split, res in best.items():
+        write_jsonl(pred_dir / f"{split}_best.jsonl", res.predictions)
+
+
+def _make_trainer(
+    model: Any,
+    cfg: FinetuneConfig,
+    out: Path,
+    total_steps: int,
+    warmup_steps: int,
+    steps_per_epoch: int,
+    dev: _DevEvaluation,
+    on_save: Any,
+    dist: Any,
+    *,
+    max_time_s: float | None,
+    progress_bar: bool,
+) -> Any:
+    """`Trainer.for_finetuning` with AdamW + linear warmup/decay, dev evaluation every ``eval_every``
+    steps (default: each epoch) and at the end, the best checkpoint by the dev score, the last one."""
+    from albert.train import Trainer, TrainerConfig
+
+    has_dev = bool(dev.dev_sets)
+    return Trainer.for_finetuning(
+        model,
+        lr=cfg.learning_rate,
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        optimizer=cfg.optimizer,
+        weight_decay=cfg.weight_decay,
+        config=TrainerConfig(
+            max_steps=total_steps,
+            max_grad_norm=cfg.max_grad_norm,
+            precision=cfg.precision,
+            device=cfg.device,
+            eval_every=(cfg.eval_every or steps_per_epoch) if has_dev else None,
+            eval_at_end=has_dev,
+            save_every=None,
+            keep_last=1,
+            best_metric="eval_score" if has_dev else None,
+            best_mode="max",
+            max_time_s=max_time_s,
+            progress_bar=progress_bar,
+            log_every=max(1, min(50, steps_per_epoch // 10)),
+        ),
+        run_dir=out,
+        eval_fn=dev if has_dev else None,
+        on_save=on_save,
+        dist=dist,
+    )
+
+
+def _predict_test_splits(
+    task: Task, model: Any, best: Mapping[str, Any], tokenizer: Any, cfg: FinetuneConfig, out: Path
+) -> None:
+    """Predictions of the best checkpoint's ``model`` on the task's test splits that exist (GLUE:
+    leaderboard files), answered as its task.json says (`Task.calibrate` with its dev metrics ``best``;
+    SQuAD 2.0: the no-answer threshold chosen at that evaluation)."""
+    task.calibrate({k: v for k, v in best.items() if isinstance(v, float)})
+    fn = model_predict_fn(model)
+    for split in task.test_splits:
+        try:
+            examples = task.read(split)
+        except FileNotFoundError as e:
+            logger.info("no %s split (%s); no predictions for it", split, e)
+            continue
+        feats = task.featurize(examples, tokenizer, cfg.max_seq_length)
+        res = evaluate(
+            task,
+            examples,
+            feats,
+            fn,
+            split=split,
+            batch_size=cfg.eval_batch_size,
+            pad_id=pad_id_of(tokenizer),
+        )
+        path = task.write_test_predictions(split, res.predictions, out)
+        logger.info("wrote %d %s predictions to %s", len(res.predictions), split, path)
+
+
+def _load_model(model_cls: Any, model_dir: Path, cfg: FinetuneConfig) -> Any:
+    """A checkpoint of the run, on the run's device."""
+    from albert.train.distributed import pick_device
+
+    return model_cls.from_pretrained(model_dir).to(pick_device(cfg.device))

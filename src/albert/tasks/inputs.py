@@ -1,0 +1,89 @@
+"""What goes into a fine-tuned model: its directory's tokenizer, and token ids built as the original builds them.
+
+* `load_model_tokenizer`: the tokenizer of a model directory, checked against the model's vocabulary;
+* `truncate_longest_first`: the fine-tuning pair truncation (one token at a time from the longer text),
+  not the pretraining one of `albert.data.instances`, which cuts from the front or the back at random;
+* `build_inputs` / `encode_text_pair`: ``[CLS] a [SEP] (b [SEP])`` with the original's token types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from albert.tasks.base import ModelDirError
+
+TOKENIZER_FILES: tuple[str, ...] = ("spiece.model", "vocab.txt")
+
+
+def load_model_tokenizer(model_dir: str | Path) -> Any:
+    """The tokenizer of a model directory, checked against the model's vocabulary.
+
+    Raises:
+        ModelDirError: the directory or its config.json is missing, it has no tokenizer file
+            (``spiece.model`` or ``vocab.txt``), or the tokenizer's vocabulary size differs from the
+            model's ``vocab_size`` (ids would index the wrong, or no, embedding rows).
+    """
+    from albert.config import AlbertConfig
+    from albert.tokenizer import load_tokenizer
+
+    path = Path(model_dir)
+    if not path.is_dir():
+        raise ModelDirError(
+            f"{path}: not a model directory (expected config.json, model weights and a tokenizer)"
+        )
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ModelDirError(f"{path}: no config.json; is this a model directory?")
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelDirError(
+            f"{path}: no tokenizer in the model directory (looked for {' or '.join(TOKENIZER_FILES)}); "
+            "copy the SentencePiece model / WordPiece vocab the checkpoint was trained with into it"
+        )
+    config = AlbertConfig.from_json(config_file)
+    tokenizer = load_tokenizer(path)
+    if tokenizer.vocab_size != config.vocab_size:
+        raise ModelDirError(
+            f"{path}: the tokenizer has {tokenizer.vocab_size} entries but config.json says vocab_size="
+            f"{config.vocab_size}; the tokenizer does not belong to this model"
+        )
+    return tokenizer
+
+
+def pad_id_of(tokenizer: Any) -> int:
+    """The tokenizer's padding id (0 when it has none: the released ALBERT and BERT vocabularies)."""
+    return int(getattr(tokenizer, "pad_id", 0) or 0)
+
+
+def truncate_longest_first(a: list[int], b: list[int], max_length: int) -> None:
+    """Truncate in place, one token at a time from the end of the longer sequence (from ``b`` on a tie),
+    until ``len(a) + len(b) <= max_length`` (original classifier_utils.py _truncate_seq_pair)."""
+    while len(a) + len(b) > max_length:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+
+
+def build_inputs(tokenizer: Any, a: list[int], b: list[int] | None = None) -> tuple[list[int], list[int]]:
+    """``[CLS] a [SEP]`` or ``[CLS] a [SEP] b [SEP]`` with type ids 0 for CLS, a and the first SEP and 1
+    for b and its SEP (original classifier_utils.py convert_single_example)."""
+    ids = [tokenizer.cls_id, *a, tokenizer.sep_id]
+    types = [0] * len(ids)
+    if b is not None:
+        ids += [*b, tokenizer.sep_id]
+        types += [1] * (len(b) + 1)
+    return ids, types
+
+
+def encode_text_pair(tokenizer: Any, a: str, b: str | None, max_length: int) -> tuple[list[int], list[int]]:
+    """Tokenize, truncate as the original and add special tokens."""
+    if max_length < 3 + (b is not None):
+        raise ValueError(f"max_seq_length {max_length} leaves no room for text")
+    ids_a = list(tokenizer.encode_ids(a))
+    if b is None:
+        ids_a = ids_a[: max_length - 2]  # account for [CLS] and [SEP]
+        return build_inputs(tokenizer, ids_a)
+    ids_b = list(tokenizer.encode_ids(b))
+    truncate_longest_first(ids_a, ids_b, max_length - 3)  # account for [CLS], [SEP], [SEP]
+    return build_inputs(tokenizer, ids_a, ids_b)

@@ -1,0 +1,59 @@
+"""`FinetuneConfig` and its command-line flags: docstrings as help, real types, None kept, the preset rules."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from albert._fields import field_docs
+from albert.cli.finetune import add_config_flags, resolve_config
+from albert.tasks.base import FinetuneConfig
+
+PRESET = FinetuneConfig(learning_rate=3e-5, train_steps=800, warmup_steps=200, max_seq_length=512)
+
+
+def _parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_every_field_has_a_docstring_that_is_its_flag_help() -> None:
+    docs = field_docs(FinetuneConfig)
+    assert set(docs) == {f.name for f in dataclasses.fields(FinetuneConfig)}
+    parser = argparse.ArgumentParser()
+    add_config_flags(parser)
+    helps = {a.dest: a.help for a in parser._actions if a.dest in docs}
+    assert helps["train_steps"] == docs["train_steps"]  # the preset's value is the default, not the field's
+    assert "ALBERT DR" in helps["encoder_dropout"]
+
+
+def test_replace_keeps_none() -> None:
+    assert PRESET.replace(train_steps=None).train_steps is None
+    # then the steps come from epochs: ceil(2 * 100 / 32) = 7, warmup 10% of them
+    no_steps = PRESET.replace(train_steps=None, warmup_steps=None, epochs=2.0)
+    assert no_steps.steps_for(100) == (7, 0)
+    assert no_steps.replace(warmup_fraction=0.5).steps_for(100) == (7, 3)
+    assert PRESET.steps_for(100) == (800, 200)
+
+
+def test_flags_on_real_types_and_null() -> None:
+    cfg = resolve_config(PRESET, _parse("--train-steps", "null"))
+    assert cfg.train_steps is None and cfg.warmup_steps == 200  # null given: warmup kept
+    cfg = resolve_config(PRESET, _parse("--learning-rate", "1e-3", "--no-group-by-length"))
+    assert (cfg.learning_rate, cfg.group_by_length, cfg.train_steps) == (1e-3, False, 800)
+    with pytest.raises(SystemExit):
+        _parse("--learning-rate", "inf")  # finite numbers only
+    with pytest.raises(SystemExit):
+        _parse("--batch-size", "3.5")
+
+
+def test_epochs_win_over_the_presets_steps() -> None:
+    cfg = resolve_config(PRESET, _parse("--epochs", "2"))
+    assert (cfg.epochs, cfg.train_steps, cfg.warmup_steps) == (2.0, None, None)
+    cfg = resolve_config(PRESET, _parse("--epochs", "2", "--warmup-steps", "5"))
+    assert (cfg.train_steps, cfg.warmup_steps) == (None, 5)
+    cfg = resolve_config(PRESET, _parse("--epochs", "2", "--train-steps", "10"))
+    assert (cfg.train_steps, cfg.warmup_steps) == (10, 200)
