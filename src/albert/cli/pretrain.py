@@ -76,7 +76,7 @@ def resolve(args: argparse.Namespace) -> Any:
     if isinstance(args.resume, str) and not args.recipe and not args.config:
         saved = Path(args.resume) / "run_config.json"
         if saved.exists():
-            cfg = apply_dict(cfg, json.loads(saved.read_text()), str(saved))
+            cfg = apply_dict(cfg, load_config_file(saved), str(saved))
     if args.config:
         cfg = apply_dict(cfg, load_config_file(args.config), args.config)
     flags: dict[str, dict[str, Any]] = {}
