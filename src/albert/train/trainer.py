@@ -51,6 +51,10 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   wall-clock budget (``"time_limit"``).
 * Distributed: launch with ``torchrun``; `albert.train.distributed.init_distributed` joins the group and
   the trainer wraps the model in DDP (gradient sync only on the last micro-batch). Rank 0 writes files.
+
+This file is the loop; its parts live next to it: `TrainerConfig` in ``config.py``, metric sums and
+files in ``metrics.py``, the epoch-wise data position in ``batches.py``, DDP / compile / autocast in
+``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and signals in ``distributed.py``.
 """
 
 from __future__ import annotations
