@@ -175,7 +175,7 @@ class SquadV2Head(nn.Module):
 class AlbertForSquadV2(PreTrainedModule):
     """The encoder plus `SquadV2Head` (google-research/albert's SQuAD 2.0 model).
 
-    ``forward(**batch)`` takes what `albert.tasks.squad.collate` makes: ``input_ids``, ``token_type_ids``,
+    ``forward(**batch)`` takes what `albert.tasks.squad_data.collate` makes: ``input_ids``, ``token_type_ids``,
     ``attention_mask``, ``p_mask`` and, for training, ``start_positions``, ``end_positions``,
     ``is_impossible``.
     """
@@ -211,6 +211,6 @@ class AlbertForSquadV2(PreTrainedModule):
         **_: Any,
     ) -> Output:
         if p_mask is None:
-            raise ValueError("AlbertForSquadV2 needs p_mask (see albert.tasks.squad.collate)")
+            raise ValueError("AlbertForSquadV2 needs p_mask (see albert.tasks.squad_data.collate)")
         seq = self.albert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
         return self.squad(seq, p_mask, start_positions, end_positions, is_impossible)
