@@ -65,15 +65,16 @@ Section = SectionSpool | tuple[str, np.ndarray]
 class PrepareConfig:
     """Everything that decides the bytes of a DATA_DIR (besides the input and the tokenizer)."""
 
-    max_seq_length: int = 512  # original create_pretraining_data.py: max_seq_length
-    short_seq_prob: float = 0.1  # original: short_seq_prob
-    short_seq_scope: Literal["instance", "document"] = "instance"  # see albert.data.instances
-    task: Literal["sop", "nsp"] = "sop"  # original: random_next_sentence=False (SOP)
-    masked_lm_prob: float = 0.15  # original: masked_lm_prob
-    max_predictions_per_seq: int = 20  # original: max_predictions_per_seq
-    ngram: int = 3  # original: ngram
-    favor_shorter_ngram: bool = True  # original: favor_shorter_ngram
-    whole_word: bool = True  # original: do_whole_word_mask
+    # the pairing and masking settings, with the defaults (the original's flags) of their own configs
+    max_seq_length: int = InstanceConfig.max_seq_length
+    short_seq_prob: float = InstanceConfig.short_seq_prob
+    short_seq_scope: Literal["instance", "document"] = InstanceConfig.short_seq_scope
+    task: Literal["sop", "nsp"] = InstanceConfig.task
+    masked_lm_prob: float = MaskingConfig.masked_lm_prob
+    max_predictions_per_seq: int = MaskingConfig.max_predictions_per_seq
+    ngram: int = MaskingConfig.ngram
+    favor_shorter_ngram: bool = MaskingConfig.favor_shorter_ngram
+    whole_word: bool = MaskingConfig.whole_word
     zh_whole_word: bool = False  # group Chinese characters into jieba words for whole-word masking
     masking: Literal["static", "dynamic"] = "static"
     dupe_factor: int = 40  # original: dupe_factor (use 1 with dynamic masking)
