@@ -107,9 +107,15 @@ class Encoder(nn.Module):
 
 
 def attention_mask_for_sdpa(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """(B, T) with 1 = token, 0 = padding -> boolean SDPA mask (B, 1, 1, T) (True = attend), or None when
-    nothing is padded (which lets SDPA pick its fastest kernel)."""
-    if attention_mask is None or bool(attention_mask.all()):
+    """(B, T) with 1 = token, 0 = padding -> boolean SDPA mask (B, 1, 1, T) (True = attend); None only
+    when no mask is given.
+
+    A given mask is always used, even when nothing is padded: testing ``attention_mask.all()`` here was a
+    host sync on every forward, a graph break under torch.compile, and a data-dependent branch that
+    torch.export cannot trace (the tracing ONNX exporter, given an unpadded example, dropped the mask
+    input and ran padded batches unmasked). The branch-free mask is a static graph for all of them.
+    """
+    if attention_mask is None:  # a Python-level argument, not data: fixed when tracing
         return None
     return attention_mask[:, None, None, :].to(torch.bool)  # (B, 1, 1, T)
 
