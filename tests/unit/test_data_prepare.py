@@ -147,7 +147,10 @@ def test_bad_input_is_counted_in_the_manifest(tmp_path: Path, tok) -> None:
     empty = tmp_path / "empty.txt"
     empty.write_bytes(b"")
     cfg = PrepareConfig(max_seq_length=64, dupe_factor=1, max_line_bytes=1000)
-    m = prepare([bad, empty], tok, tmp_path / "out", cfg)
+    # 2 unreadable lines of 10 is more than the default 10% (test_reliability_data): allowed here
+    with pytest.raises(DataError, match=rf"{bad}:4: 2 of 10 input lines \(20.0%\) skipped"):
+        prepare([bad, empty], tok, tmp_path / "out", cfg)
+    m = prepare([bad, empty], tok, tmp_path / "out", cfg, max_skip_fraction=0.2)
     assert m["skipped"] == {"empty_files": 1, "invalid_utf8_lines": 1, "long_lines": 1}
     assert m["counts"]["documents"] == 2 and m["counts"]["input_lines"] == 10
     with pytest.raises(DataError, match=rf"{bad}:4: invalid utf8 lines"):

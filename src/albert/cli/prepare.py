@@ -19,12 +19,13 @@ reproducible to the bit.
 Input formats (--format, default by file name): lines (one sentence per line, blank line between documents:
 the original's), text (a file is a document), jsonl (a "text" field per line), wiki (MediaWiki XML dump).
 Bad lines / documents are skipped and counted in the manifest (--strict: stop at the first, naming file and
-line). Rerunning into the same --output resumes: complete shards are kept, the rest rebuilt.
+line); more than --max-skip-fraction (10%) unreadable lines is an error naming the first. Rerunning into the
+same --output resumes: complete shards are kept, the rest rebuilt.
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from albert.data.pipeline import PrepareConfig
+    from albert.data.pipeline import DEFAULT_MAX_SKIP_FRACTION, PrepareConfig
 
     d = PrepareConfig()
     io = p.add_argument_group("input and output")
@@ -48,6 +49,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--max-doc-chars", type=int, default=d.max_doc_chars, help="text format: cut longer documents"
     )
     io.add_argument("--strict", action="store_true", help="stop at the first bad line instead of skipping it")
+    io.add_argument(
+        "--max-skip-fraction",
+        type=float,
+        default=DEFAULT_MAX_SKIP_FRACTION,
+        help="fail, naming the first bad file:line, when more than this fraction of the input lines are "
+        f"unreadable (default {DEFAULT_MAX_SKIP_FRACTION}; 1.0: never)",
+    )
     io.add_argument("--overwrite", action="store_true", help="delete an existing DATA_DIR's shards first")
     io.add_argument(
         "--merge", type=Path, metavar="DATA_DIR", help="only merge the part manifests of DATA_DIR"
@@ -144,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         result = prepare(
             args.input, args.tokenizer, args.output, cfg,
             workers=args.workers, shard_index=args.shard_index, num_shards=args.num_shards,
-            overwrite=args.overwrite, strict=args.strict,
+            overwrite=args.overwrite, strict=args.strict, max_skip_fraction=args.max_skip_fraction,
         )  # fmt: skip
     except (DataError, ValueError) as e:
         print(f"albert prepare: {e}", file=sys.stderr)

@@ -81,6 +81,10 @@ class ReadReport:
     files: int = 0
     lines: int = 0
     documents: int = 0
+    bad_lines: Counter[str] = field(default_factory=Counter)
+    """Input lines skipped as unreadable (not UTF-8, too long, not JSON, no text field), by reason."""
+    first_bad: str | None = None
+    """``file:line`` of the first of them."""
 
     def skip(self, reason: str, where: str, detail: str = "") -> None:
         """Count one skip; log the first few; raise instead under ``strict``."""
@@ -92,6 +96,33 @@ class ReadReport:
             logger.warning("skipped %s", msg)
         elif self.skipped[reason] == _LOGGED_PER_REASON + 1:
             logger.warning("more '%s' skips; the total is in the manifest", reason)
+
+    def skip_line(self, reason: str, where: str, detail: str = "") -> None:
+        """:meth:`skip` for one unreadable input line (``where`` is ``file:line``), which also counts
+        towards :meth:`check_skip_fraction`."""
+        self.skip(reason, where, detail)
+        self.bad_lines[reason] += 1
+        if self.first_bad is None:
+            self.first_bad = where
+
+    def check_skip_fraction(self, max_fraction: float) -> None:
+        """Raise when more than ``max_fraction`` of the input lines were unreadable.
+
+        A binary file or a wrong encoding passed as a corpus otherwise "succeeds" with a handful of
+        instances made of the few byte runs that happen to decode.
+
+        Raises:
+            DataError: naming the first bad ``file:line``, the count and the reasons.
+        """
+        bad = sum(self.bad_lines.values())
+        if self.lines == 0 or bad <= max_fraction * self.lines:
+            return
+        reasons = ", ".join(f"{n} {r.replace('_', ' ')}" for r, n in sorted(self.bad_lines.items()))
+        raise DataError(
+            f"{self.first_bad}: {bad} of {self.lines} input lines ({bad / self.lines:.1%}) "
+            f"skipped as unreadable ({reasons}), more than max_skip_fraction={max_fraction:g}; is this a "
+            "UTF-8 text corpus in the right --format? (--max-skip-fraction 1.0 skips them all and goes on)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -134,12 +165,14 @@ def iter_lines(
                 n += len(more)
                 if not more or more.endswith(b"\n"):
                     break
-            report.skip("long_lines", f"{source}:{lineno}", f"{n} bytes > max_line_bytes={max_line_bytes}")
+            report.skip_line(
+                "long_lines", f"{source}:{lineno}", f"{n} bytes > max_line_bytes={max_line_bytes}"
+            )
             continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as e:
-            report.skip(
+            report.skip_line(
                 "invalid_utf8_lines",
                 f"{source}:{lineno}",
                 f"byte {e.start} of the line: {raw[e.start : e.start + 4]!r}",
@@ -239,10 +272,10 @@ def read_jsonl_format(
             try:
                 obj = parse_json_line(line, where, objects_only=False)
             except JsonlError as e:
-                report.skip("invalid_json_lines", where, e.reason)
+                report.skip_line("invalid_json_lines", where, e.reason)
                 continue
             if not isinstance(obj, dict) or not isinstance(obj.get(key), str):
-                report.skip("missing_text_field", where, f"no string field {key!r}")
+                report.skip_line("missing_text_field", where, f"no string field {key!r}")
                 continue
             paragraphs = [p.strip() for p in obj[key].splitlines() if p.strip()]
             if not paragraphs:

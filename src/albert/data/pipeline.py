@@ -59,9 +59,12 @@ from albert.data.shards import (
     tokenizer_info,
 )
 
-__all__ = ["PrepareConfig", "config_hash", "merge_parts", "prepare"]
+__all__ = ["DEFAULT_MAX_SKIP_FRACTION", "PrepareConfig", "config_hash", "merge_parts", "prepare"]
 
 logger = logging.getLogger(__name__)
+
+# More unreadable lines than this (10%) is not a corpus with a few bad lines but the wrong file or encoding.
+DEFAULT_MAX_SKIP_FRACTION = 0.1
 
 
 def config_hash(cfg: PrepareConfig, tok_info: dict[str, Any]) -> str:
@@ -281,6 +284,7 @@ def prepare(
     num_shards: int = 1,
     overwrite: bool = False,
     strict: bool = False,
+    max_skip_fraction: float = DEFAULT_MAX_SKIP_FRACTION,
 ) -> dict[str, Any]:
     """Prepare a DATA_DIR; returns the manifest (or this part's manifest when ``num_shards > 1``).
 
@@ -295,12 +299,16 @@ def prepare(
             machine's part of a multi-machine run).
         overwrite: delete an existing DATA_DIR's shards and manifests first.
         strict: raise on the first bad line / document instead of counting it as skipped.
+        max_skip_fraction: fail (naming the first bad line) when more than this fraction of the input
+            lines are unreadable; 1.0 never fails. No manifest is written then.
     """
     cfg = cfg or PrepareConfig()
     if not 0 <= shard_index < num_shards:
         raise ValueError(f"need 0 <= shard_index < num_shards, got {shard_index} and {num_shards}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
+    if not 0.0 <= max_skip_fraction <= 1.0:
+        raise ValueError(f"max_skip_fraction must be in [0, 1], got {max_skip_fraction}")
     if not inputs:
         raise DataError("no input files")
     tok = load_tokenizer_arg(tokenizer)
@@ -324,6 +332,7 @@ def prepare(
     )  # fmt: skip
     t0 = time.perf_counter()
     built = _build_shards(run, _iter_jobs(docs, cfg.shard_chars))
+    report.check_skip_fraction(max_skip_fraction)  # before a manifest makes the DATA_DIR usable
     if built.total_shards == 0:
         raise DataError(
             f"no documents in {', '.join(str(p) for p in inputs)} (read: {report.to_dict()}); nothing to prepare"
