@@ -89,3 +89,64 @@ def test_cli_max_skip_fraction(tmp_path: Path, spm_model: Path, capsys: pytest.C
     assert rc == 0
     m = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert m["skipped"]["invalid_utf8_lines"] > 0.9 * m["counts"]["input_lines"]
+
+
+# ------------------------------------------------------------------- item 6: `albert tokenizer train`
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+def _train_args(out: Path, vocab_size: int) -> list[str]:
+    return ["tokenizer", "train", "--input", str(WIKI_SAMPLE), "--vocab-size", str(vocab_size), "--quiet",
+            "--output", str(out)]  # fmt: skip
+
+
+def test_tokenizer_train_refuses_a_non_empty_output(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "tok"
+    assert cli_main(_train_args(out, 300)) == 0
+    before = _tree(out)
+    assert cli_main(_train_args(out, 400)) == 1
+    err = capsys.readouterr().err
+    assert f"{out}: exists and is not empty" in err and "--overwrite" in err
+    assert _tree(out) == before  # untouched
+    # --overwrite replaces the whole directory: the new vocabulary, nothing of the old one left
+    (out / "notes.txt").write_text("an old file")
+    assert cli_main([*_train_args(out, 400), "--overwrite"]) == 0
+    after = _tree(out)
+    assert sorted(after) == [
+        "special_tokens_map.json",
+        "spiece.model",
+        "spiece.vocab",
+        "tokenizer_config.json",
+    ]
+    assert len(after["spiece.vocab"].splitlines()) == 400 and after["spiece.model"] != before["spiece.model"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]  # no temporaries left
+    # an empty directory (or none) is fine without --overwrite
+    (tmp_path / "empty").mkdir()
+    assert cli_main(_train_args(tmp_path / "empty", 300)) == 0
+    assert (tmp_path / "empty" / "spiece.model").read_bytes() == before["spiece.model"]
+
+
+def test_tokenizer_overwrite_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failure while the new directory is written leaves the old one whole (never half old, half new)."""
+    import albert.tokenizer.train as train_mod
+
+    out = tmp_path / "tok"
+    train_mod.train_sentencepiece([WIKI_SAMPLE], out, vocab_size=300)
+    before = _tree(out)
+
+    def crash(tok, path):  # spiece.model, tokenizer_config.json, special_tokens_map.json are written by now
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(train_mod, "_write_vocab_file", crash)
+    with pytest.raises(OSError, match="No space left"):
+        train_mod.train_sentencepiece([WIKI_SAMPLE], out, vocab_size=400, overwrite=True)
+    assert _tree(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tok"]
+    with pytest.raises(FileExistsError, match="not empty"):
+        train_mod.train_sentencepiece([WIKI_SAMPLE], out, vocab_size=400)
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(NotADirectoryError, match="not a directory"):
+        train_mod.train_sentencepiece([WIKI_SAMPLE], tmp_path / "file", vocab_size=400, overwrite=True)

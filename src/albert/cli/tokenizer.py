@@ -15,6 +15,7 @@ albert tokenizer train --input FILES... --vocab-size 30000 --output DIR
     (spiece.model, tokenizer_config.json, special_tokens_map.json) that `albert` and
     transformers.AlbertTokenizer.from_pretrained both read. Inputs: UTF-8 text files, one sentence or
     paragraph per line (.gz/.bz2/.xz are decompressed), or MediaWiki XML dumps (*.xml, *.xml.bz2).
+    An existing non-empty DIR is an error unless --overwrite, which replaces it atomically.
 
 albert tokenizer encode DIR TEXT [TEXT_PAIR]
     Prints the tokens, ids and character spans of TEXT (and TEXT_PAIR) as JSON lines.
@@ -32,6 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--vocab-size", type=int, default=30000, help="number of pieces (default: 30000, as ALBERT)"
     )
     t.add_argument("--output", required=True, metavar="DIR", help="tokenizer directory to write")
+    t.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing non-empty --output (atomically: the old one stays whole until the new is "
+        "complete)",
+    )
     t.add_argument(
         "--cased", action="store_true", help="do not lower-case (the released ALBERTs are uncased)"
     )
@@ -90,6 +97,7 @@ def _run_train(args: argparse.Namespace) -> int:
             num_threads=args.threads,
             progress=None if args.quiet else progress,
             sentencepiece_log=args.sentencepiece_log,
+            overwrite=args.overwrite,
         )
     except (ValueError, OSError) as e:
         print(f"albert tokenizer train: error: {e}", file=sys.stderr)

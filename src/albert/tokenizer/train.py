@@ -36,7 +36,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from albert._io import atomic_write_text
+from albert._io import atomic_write_dir, atomic_write_text
 from albert.tokenizer.corpus import iter_corpus_lines
 from albert.tokenizer.spiece import AlbertTokenizer, preprocess_text
 
@@ -121,6 +121,7 @@ def train_sentencepiece(
     progress: ProgressFn | None = None,
     progress_every: int = 100_000,
     sentencepiece_log: bool = False,
+    overwrite: bool = False,
 ) -> tuple[AlbertTokenizer, TrainStats]:
     """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory.
 
@@ -142,18 +143,22 @@ def train_sentencepiece(
         progress: called with one-line progress messages.
         progress_every: report every this many input lines.
         sentencepiece_log: let SentencePiece print its own (verbose) training log to stderr.
+        overwrite: replace an existing non-empty ``output_dir``. The new directory is written next to it
+            and renamed into place, so a failure leaves the old one whole.
 
     Returns:
         The trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Raises:
         ValueError: no usable text, a vocabulary larger than the corpus supports, bad input files.
+        FileExistsError: ``output_dir`` is not empty and ``overwrite`` is off.
+        NotADirectoryError: ``output_dir`` is a file.
     """
     symbols = list(user_defined_symbols)
     if vocab_size < 6 + len(symbols):
         raise ValueError(f"vocab_size={vocab_size} is too small for the special and user-defined symbols")
     out = Path(output_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_dir(out, overwrite)  # before the (long) training, not after
     stats = TrainStats()
     t0 = time.monotonic()
     lines = _preprocessed_lines(inputs, do_lower_case, keep_accents, stats, progress, progress_every)
@@ -174,13 +179,35 @@ def train_sentencepiece(
     tok = AlbertTokenizer.from_bytes(
         model, source=str(out / "spiece.model"), do_lower_case=do_lower_case, keep_accents=keep_accents
     )
-    stats.files = [*tok.save_pretrained(out), _write_vocab_file(tok, out / "spiece.vocab")]
+
+    def write(d: Path) -> list[Path]:
+        return [*tok.save_pretrained(d), _write_vocab_file(tok, d / "spiece.vocab")]
+
+    written: list[Path] = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_dir(out, lambda d: written.extend(write(d)))
+    stats.files = [out / p.name for p in written]
     if progress is not None:
         progress(
             f"trained a {model_type} vocabulary of {tok.vocab_size:,} pieces on {stats.lines_used:,} lines "
             f"in {stats.seconds:.1f}s -> {out}"
         )
     return tok, stats
+
+
+def check_output_dir(out: Path, overwrite: bool) -> None:
+    """Refuse to write into an existing non-empty directory (a previous vocabulary, someone's files)
+    unless ``overwrite``; a file in its place is refused either way."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out}: exists and is not a directory")
+    if overwrite or not out.is_dir():
+        return
+    entries = sorted(p.name for p in out.iterdir())
+    if entries:
+        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise FileExistsError(
+            f"{out}: exists and is not empty ({shown}); pass --overwrite to replace it, or choose another --output"
+        )
 
 
 def _train_model(
