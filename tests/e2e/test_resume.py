@@ -65,7 +65,7 @@ def pretrain_args(data: Path, run_dir: Path) -> list[str]:
     return [
         "pretrain", "--recipe", "smoke", "--data-dir", str(data / "data"), "--tokenizer", str(data / "tok"),
         "--run-dir", str(run_dir), "--set", f"schedule.total_steps={STEPS}", "--set", "run.save_every=5",
-        "--set", "run.eval_every=null", "--set", "run.keep_last=2",
+        "--set", "run.eval_every=null", "--set", "run.keep_last=2", "--set", "run.precision=fp32",
         "--model.overrides", '{"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}',
     ]  # fmt: skip
 

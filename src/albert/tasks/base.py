@@ -112,8 +112,9 @@ class FinetuneConfig:
     """Batch examples of similar length together (fast); false: plain shuffled batches."""
     pad_to_max_length: bool = False
     """Pad every batch to max_seq_length as the original does (slow; for comparisons)."""
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16, passed to the trainer."""
+    precision: str = "auto"
+    """auto | fp32 | bf16 | fp16, passed to the trainer; auto: bf16 where the device runs it natively, else
+    fp32 (albert.train.precision)."""
     device: str | None = None
     """cpu | cuda | cuda:N; null: a GPU when there is one."""
 

@@ -35,7 +35,8 @@ from typing import Any
 from albert._fields import FieldError, coerce, field_types, parse_value
 
 # ---------------------------------------------------------------------------------------------- the loop
-PRECISIONS = ("fp32", "bf16", "fp16")
+# "auto": bf16 where the device runs it natively, else fp32 (albert.train.precision.resolve_precision)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
 @dataclass
@@ -49,7 +50,8 @@ class TrainerConfig:
     max_grad_norm: float | None = 1.0
     """Global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); None: no clipping."""
     precision: str = "fp32"
-    """fp32 | bf16 | fp16 (autocast; fp16 with dynamic loss scaling). Parameters stay fp32."""
+    """auto | fp32 | bf16 | fp16 (autocast; fp16 with dynamic loss scaling). Parameters stay fp32. auto: bf16
+    where the device runs it natively (CUDA with bf16, a CPU with AVX-512 BF16 or AMX), else fp32."""
     device: str | None = None
     """cpu | cuda | cuda:N | None (GPU if available)."""
     compile: bool = False
@@ -167,8 +169,9 @@ class RunOptions:
     """stop after this many steps (default: schedule.total_steps)"""
     max_time_minutes: float | None = None
     """stop (with a checkpoint) after this much training time"""
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16"""
+    precision: str = "auto"
+    """auto | fp32 | bf16 | fp16; auto: bf16 where the device runs it natively (CUDA with bf16, a CPU with
+    AVX-512 BF16 or AMX), else fp32 (bf16 emulated on a CPU is ~19x slower)"""
     device: str | None = None
     """cpu | cuda (default: cuda if available)"""
     compile: bool = False
@@ -224,7 +227,7 @@ class PretrainConfig:
         if s.warmup_steps < 0 or s.warmup_steps > s.total_steps:
             raise ConfigError(f"schedule.warmup_steps must be in [0, total_steps={s.total_steps}]")
         if r.precision not in PRECISIONS:
-            raise ConfigError(f"run.precision must be fp32, bf16 or fp16 (got {r.precision!r})")
+            raise ConfigError(f"run.precision must be one of {', '.join(PRECISIONS)} (got {r.precision!r})")
         from albert.optim import OPTIMIZERS
 
         if self.optim.name not in OPTIMIZERS:
@@ -290,7 +293,7 @@ def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
         "data": {"max_seq_length": 512},
         "optim": {"name": "lamb", "lr": 0.00176},
         "schedule": {"total_steps": 125_000, "warmup_steps": 3125},
-        "run": {"global_batch_size": 4096, "precision": "bf16", "save_every": 5000, "keep_last": 5},
+        "run": {"global_batch_size": 4096, "save_every": 5000, "keep_last": 5},
     }
 
 
@@ -304,13 +307,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     # batch 32 LAMB's per-layer trust ratio moves the small-init weights too slowly for a few hundred steps
     # (measured here: held-out MLM stuck at the unigram baseline, 4.6-5.3%, after 250 steps with LAMB at lr
     # 0.002 and 0.02, vs 7.9% with AdamW 1e-3); AdamW 2e-3 stalled as well, 5e-4 learned slower than 1e-3.
-    # bf16 autocast: about 2x the fp32 speed on these CPUs (avx512_bf16), fp32 master weights.
+    # Precision: the default, auto: bf16 autocast (fp32 master weights) where the CPU has avx512_bf16 / AMX,
+    # about 2x the fp32 speed there; fp32 on CPUs without, where bf16 is ~19x slower (issue 17).
     "demo": {
         "model": {"preset": "albert-small"},
         "optim": {"name": "adamw", "lr": 0.001},
         "schedule": {"total_steps": 2000, "warmup_steps": 50},
         "run": {
-            "precision": "bf16",
             "global_batch_size": 32,
             "run_dir": "runs/demo",
             "max_time_minutes": 10.0,

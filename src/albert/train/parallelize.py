@@ -14,7 +14,8 @@ from albert.train.distributed import DistInfo
 
 logger = logging.getLogger(__name__)
 
-# TrainerConfig.precision -> the autocast dtype (None: plain fp32). Parameters stay fp32 in every case.
+# A resolved precision (albert.train.precision: "auto" is never a key) -> the autocast dtype (None: plain
+# fp32). Parameters stay fp32 in every case.
 PRECISION_DTYPES: dict[str, torch.dtype | None] = {
     "fp32": None,
     "bf16": torch.bfloat16,

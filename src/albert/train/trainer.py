@@ -89,6 +89,7 @@ from albert.train.metrics import (
     train_record,
 )
 from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
+from albert.train.precision import resolve_precision
 
 __all__ = [
     "Trainer",
@@ -186,8 +187,9 @@ class Trainer:
         self.on_save = on_save
         self.dist = dist or DistInfo()
         self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
-        self.dtype = PRECISION_DTYPES[config.precision]
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=config.precision == "fp16")
+        self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
+        self.dtype = PRECISION_DTYPES[self.precision]
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
             config.tensorboard,
