@@ -6,6 +6,10 @@ Cases (albert-base by default):
     in fp32 and under bf16 autocast;
   * AlbertModel inference at 32x128 (fp32).
 
+First it prints the CPU's capability (torch's dispatch level and whether the CPU has native bf16: AVX-512
+BF16 or AMX) and what ``precision: auto`` picks on the device; without native bf16 the bf16 cases are
+expected to be an order of magnitude slower than fp32.
+
 Each (implementation, case) runs in a fresh subprocess (so peak memory is its own), ours and
 transformers' alternating. Prints medians, our/HF speed ratios (>1: we are faster), the fraction of
 the measured matmul peak that each reaches (matmul FLOPs counted with torch's FlopCounterMode over
@@ -185,9 +189,16 @@ def main() -> int:
 
     import torch
 
+    from albert.train.precision import cpu_capability, native_bf16, resolve_precision
+
     print(
         f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, preset {args.preset}"
     )
+    # bf16 autocast is ~19x slower than fp32 on a CPU that emulates it (issue 17): say which kind this is
+    print(f"cpu: {cpu_capability()}")
+    native, why = native_bf16(args.device)
+    print(f"bf16 on {args.device}: {'native' if native else 'not native'} ({why}); "
+          f"precision auto -> {resolve_precision('auto', args.device)}")  # fmt: skip
     peaks = {p: matmul_peak(args.device, p) for p in ("fp32", "bf16")}
     print(
         f"measured matmul peak: fp32 {peaks['fp32'] / 1e9:.1f} GFLOP/s, bf16 {peaks['bf16'] / 1e9:.1f} GFLOP/s\n"
