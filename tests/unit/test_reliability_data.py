@@ -8,8 +8,9 @@ import random
 from pathlib import Path
 
 import pytest
-from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
+from data_support import WIKI_SAMPLE, make_tokenizer, read_all, train_spm
 
+import albert.data.build as build_mod
 from albert.cli.main import main as cli_main
 from albert.data.documents import DataError
 from albert.data.pipeline import PrepareConfig, prepare
@@ -150,3 +151,67 @@ def test_tokenizer_overwrite_is_atomic(tmp_path: Path, monkeypatch: pytest.Monke
     (tmp_path / "file").write_text("x")
     with pytest.raises(NotADirectoryError, match="not a directory"):
         train_mod.train_sentencepiece([WIKI_SAMPLE], tmp_path / "file", vocab_size=400, overwrite=True)
+
+
+# --------------------------------------------------------------------- item 6: `albert prepare` DATA_DIR
+# What happens to an existing DATA_DIR (pipeline.py docstring): other settings or another tokenizer are
+# refused (test_data_prepare.test_tokenizer_or_settings_mismatch); the same input and settings resume,
+# reusing every complete shard; the cases below are what was missing.
+
+SMALL = PrepareConfig(max_seq_length=64, dupe_factor=1, shard_chars=15000)  # 4 shards of the sample
+
+
+def test_prepare_refuses_other_inputs_in_a_complete_data_dir(tmp_path: Path, tok) -> None:
+    out = tmp_path / "d"
+    prepare([WIKI_SAMPLE], tok, out, SMALL)
+    before = read_all(out)
+    other = tmp_path / "other.txt"
+    other.write_text(WIKI_SAMPLE.read_text(encoding="utf-8").split("\n\n", 3)[-1], encoding="utf-8")
+    with pytest.raises(DataError, match=rf"{out}/manifest.json: this DATA_DIR was prepared from other input"):
+        prepare([other], tok, out, SMALL)
+    with pytest.raises(DataError, match="other input"):  # the same files in another order: other data
+        prepare([other, WIKI_SAMPLE], tok, out, SMALL)
+    assert read_all(out) == before
+    m = prepare([other], tok, out, SMALL, overwrite=True)
+    assert [i["name"] for i in m["inputs"]] == ["other.txt"]
+    assert read_all(out) == read_all(_fresh(tmp_path / "fresh", [other], tok))
+
+
+def _fresh(out: Path, inputs: list[Path], tok) -> Path:
+    prepare(inputs, tok, out, SMALL)
+    return out
+
+
+def test_a_rebuild_invalidates_the_old_manifest_first(tmp_path: Path, tok, monkeypatch) -> None:
+    """An input edited in place (same name and size) rebuilds the shards whose text changed; if that
+    rebuild dies, no manifest may still promise the old shards next to the new ones."""
+    corpus = tmp_path / "corpus.txt"
+    text = WIKI_SAMPLE.read_text(encoding="utf-8")
+    corpus.write_text(text, encoding="utf-8")
+    out = tmp_path / "d"
+    prepare([corpus], tok, out, SMALL)
+    cut = text.rindex(" the ")
+    corpus.write_text(text[:cut] + " THE " + text[cut + 5 :], encoding="utf-8")  # last shard's text
+    real = build_mod.write_shard
+
+    def crash(path, sections, meta):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(build_mod, "write_shard", crash)
+    with pytest.raises(KeyboardInterrupt):
+        prepare([corpus], tok, out, SMALL)
+    assert not (out / "manifest.json").exists()
+    monkeypatch.setattr(build_mod, "write_shard", real)
+    prepare([corpus], tok, out, SMALL)  # resumes: shards 0-2 reused, 3 rebuilt
+    assert read_all(out) == read_all(_fresh(tmp_path / "fresh", [corpus], tok))
+
+
+def test_prepare_refuses_a_directory_that_is_not_a_data_dir(tmp_path: Path, tok) -> None:
+    out = tmp_path / "home"
+    out.mkdir()
+    (out / "notes.txt").write_text("someone's file")
+    with pytest.raises(DataError, match=rf"{out}: not empty and not a DATA_DIR \(notes.txt\)"):
+        prepare([WIKI_SAMPLE], tok, out, SMALL)
+    assert sorted(p.name for p in out.iterdir()) == ["notes.txt"]
+    prepare([WIKI_SAMPLE], tok, out, SMALL, overwrite=True)  # writes next to them, deletes only its own
+    assert (out / "notes.txt").read_text() == "someone's file" and (out / "manifest.json").is_file()

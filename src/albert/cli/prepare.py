@@ -20,7 +20,9 @@ Input formats (--format, default by file name): lines (one sentence per line, bl
 the original's), text (a file is a document), jsonl (a "text" field per line), wiki (MediaWiki XML dump).
 Bad lines / documents are skipped and counted in the manifest (--strict: stop at the first, naming file and
 line); more than --max-skip-fraction (10%) unreadable lines is an error naming the first. Rerunning into the
-same --output resumes: complete shards are kept, the rest rebuilt.
+same --output with the same inputs and settings resumes: complete shards are kept, the rest rebuilt. Other
+inputs, settings or tokenizer in an existing DATA_DIR, or a non-empty directory that is not one, are errors
+unless --overwrite (which deletes the old manifests and shards first).
 """
 
 
@@ -56,7 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="fail, naming the first bad file:line, when more than this fraction of the input lines are "
         f"unreadable (default {DEFAULT_MAX_SKIP_FRACTION}; 1.0: never)",
     )
-    io.add_argument("--overwrite", action="store_true", help="delete an existing DATA_DIR's shards first")
+    io.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="delete an existing DATA_DIR's manifests and shards first (other inputs, settings or tokenizer)",
+    )
     io.add_argument(
         "--merge", type=Path, metavar="DATA_DIR", help="only merge the part manifests of DATA_DIR"
     )

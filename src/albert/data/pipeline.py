@@ -13,8 +13,11 @@ n runs is byte for byte the single run). Each run writes ``manifest.part-i-of-n.
 all parts present (or ``albert prepare --merge``) writes ``manifest.json``.
 
 Rerunning into the same DATA_DIR reuses every shard whose footer matches the settings and the text it was
-built from (so an interrupted run resumes), rebuilds the rest, and refuses a different tokenizer or
-different settings unless ``overwrite=True``.
+built from (so an interrupted run resumes) and rebuilds the rest, after removing the manifest that listed
+them (an interrupted rebuild never leaves old and new shards listed together). It refuses, unless
+``overwrite=True``: a different tokenizer, different settings, a finished DATA_DIR made from other input
+files, and a non-empty directory that is not a DATA_DIR. ``overwrite`` deletes the manifests and then the
+shards before building (and nothing else: files of other programs stay).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert._io import atomic_write_json
+from albert._io import TMP_PREFIX, atomic_write_json, fsync_dir
 from albert.data.build import (
     PrepareConfig,
     ShardContext,
@@ -106,6 +109,7 @@ class _Run:
     workers: int
     shard_index: int
     num_shards: int
+    inputs: list[dict[str, Any]]  # inputs_record of the input files
 
 
 @contextmanager
@@ -159,8 +163,19 @@ def _iter_jobs(docs: Iterator[Document], shard_chars: int) -> Iterator[ShardJob]
         yield ShardJob(index, first, batch, source_hash(batch))
 
 
-def _check_existing(out: Path, cfg: PrepareConfig, tok_info: dict[str, Any], cfg_hash: str) -> None:
-    """Refuse to mix a different tokenizer or different settings into an existing DATA_DIR."""
+def inputs_record(inputs: Sequence[str | Path]) -> list[dict[str, Any]]:
+    """The manifest's record of the input files (name and size, in order)."""
+    return [{"name": Path(p).name, "bytes": Path(p).stat().st_size} for p in inputs]
+
+
+def _foreign_entries(out: Path) -> list[str]:
+    """Names in ``out`` that no ``albert prepare`` run writes (shards, manifests, temporaries)."""
+    ours = {MANIFEST, *(p.name for _, p in shard_files(out)), *(p.name for p in out.glob(PART_GLOB))}
+    return sorted(p.name for p in out.iterdir() if p.name not in ours and not p.name.startswith(TMP_PREFIX))
+
+
+def _check_existing(out: Path, run: _Run) -> None:
+    """Refuse to mix other inputs, a different tokenizer or different settings into an existing DATA_DIR."""
     candidates = [out / MANIFEST, *sorted(out.glob(PART_GLOB))]
     for path in candidates:
         if not path.is_file():
@@ -169,41 +184,70 @@ def _check_existing(out: Path, cfg: PrepareConfig, tok_info: dict[str, Any], cfg
             old = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
             raise DataError(f"{path}: unreadable manifest ({e}); pass --overwrite to start over") from e
-        old_fp = old.get("tokenizer", {}).get("fingerprint")
-        if old_fp != tok_info["fingerprint"]:
-            raise DataError(
-                f"{path}: this DATA_DIR was prepared with tokenizer fingerprint {old_fp}, but the given tokenizer "
-                f"has fingerprint {tok_info['fingerprint']}; use another --output or pass --overwrite"
-            )
-        if old.get("config_hash") != cfg_hash:
-            diffs = [
-                f"{k}: {old.get('config', {}).get(k)!r} -> {v!r}"
-                for k, v in asdict(cfg).items()
-                if old.get("config", {}).get(k) != v
-            ]
-            raise DataError(
-                f"{path}: this DATA_DIR was prepared with other settings ({'; '.join(diffs) or 'tokenizer details'}); "
-                "use another --output or pass --overwrite"
-            )
+        _check_manifest(path, old, run)
     for _, shard in shard_files(out):
         try:
             meta = read_footer(shard)["meta"]
         except DataError:
             continue  # incomplete: will be rebuilt
-        if meta.get("tokenizer_fingerprint") != tok_info["fingerprint"]:
+        if meta.get("tokenizer_fingerprint") != run.tok_info["fingerprint"]:
             raise DataError(
                 f"{shard}: built with tokenizer fingerprint {meta.get('tokenizer_fingerprint')}, but the given "
-                f"tokenizer has fingerprint {tok_info['fingerprint']}; use another --output or pass --overwrite"
+                f"tokenizer has fingerprint {run.tok_info['fingerprint']}; use another --output or pass --overwrite"
             )
+
+
+def _check_manifest(path: Path, old: dict[str, Any], run: _Run) -> None:
+    """A finished run's (part) manifest must have this run's tokenizer, settings and input files.
+
+    Same inputs and settings: a rerun resumes (complete shards are reused). Other input files would
+    silently replace a finished DATA_DIR: refused. (A file edited in place, same name and size, passes
+    here; its changed shards are rebuilt, and :func:`_invalidate_manifests` removes the old manifest
+    first, so the old and new shards are never listed together.)
+    """
+    cfg, tok_info, cfg_hash = run.cfg, run.tok_info, run.cfg_hash
+    old_fp = old.get("tokenizer", {}).get("fingerprint")
+    if old_fp != tok_info["fingerprint"]:
+        raise DataError(
+            f"{path}: this DATA_DIR was prepared with tokenizer fingerprint {old_fp}, but the given tokenizer "
+            f"has fingerprint {tok_info['fingerprint']}; use another --output or pass --overwrite"
+        )
+    if old.get("config_hash") != cfg_hash:
+        diffs = [
+            f"{k}: {old.get('config', {}).get(k)!r} -> {v!r}"
+            for k, v in asdict(cfg).items()
+            if old.get("config", {}).get(k) != v
+        ]
+        raise DataError(
+            f"{path}: this DATA_DIR was prepared with other settings ({'; '.join(diffs) or 'tokenizer details'}); "
+            "use another --output or pass --overwrite"
+        )
+    if "inputs" in old and old["inputs"] != run.inputs:
+
+        def show(rec: list[dict[str, Any]]) -> str:
+            return ", ".join(f"{i['name']} ({i['bytes']} bytes)" for i in rec)
+
+        raise DataError(
+            f"{path}: this DATA_DIR was prepared from other input files ({show(old['inputs'])}; now "
+            f"{show(run.inputs)}); use another --output or pass --overwrite"
+        )
 
 
 def _open_data_dir(run: _Run, overwrite: bool) -> None:
     """Create the DATA_DIR, or check that it is ours to continue; remove what an interrupted run left."""
     run.out.mkdir(parents=True, exist_ok=True)
+    foreign = _foreign_entries(run.out)
+    if foreign and not overwrite:
+        shown = ", ".join(foreign[:4]) + (", ..." if len(foreign) > 4 else "")
+        raise DataError(
+            f"{run.out}: not empty and not a DATA_DIR ({shown}); use a new or empty --output, or pass "
+            "--overwrite to write the shards next to those files"
+        )
     if overwrite:
-        for p in [*(p for _, p in shard_files(run.out)), *run.out.glob(PART_GLOB), run.out / MANIFEST]:
+        # manifests first: never one that lists deleted shards
+        for p in [run.out / MANIFEST, *run.out.glob(PART_GLOB), *(p for _, p in shard_files(run.out))]:
             p.unlink(missing_ok=True)
-    _check_existing(run.out, run.cfg, run.tok_info, run.cfg_hash)
+    _check_existing(run.out, run)
     if clean_temporaries(run.out):
         logger.info("removed temporaries left by an interrupted run in %s", run.out)
 
@@ -253,7 +297,9 @@ def _build_shards(run: _Run, jobs: Iterator[ShardJob]) -> _Built:
             if old is not None:
                 built.entries[job.index] = old
                 built.reused += 1
-            elif pool is None:
+                continue
+            _invalidate_manifests(run)
+            if pool is None:
                 assert ctx is not None
                 built.entries[job.index] = build_shard(job, ctx)
             else:
@@ -266,10 +312,22 @@ def _build_shards(run: _Run, jobs: Iterator[ShardJob]) -> _Built:
     return built
 
 
+def _invalidate_manifests(run: _Run) -> None:
+    """Remove the manifests that list this machine's shards before one of them changes, so that an
+    interrupted rebuild leaves an incomplete DATA_DIR (resumed by the next run), never a manifest that
+    lists old and new shards together."""
+    for path in (run.out / MANIFEST, run.out / part_manifest_name(run.shard_index, run.num_shards)):
+        if path.is_file():
+            path.unlink()
+            fsync_dir(run.out)
+            logger.info("%s removed: shards of this DATA_DIR are being rebuilt", path)
+
+
 def _remove_stale(run: _Run, total_shards: int) -> None:
     """Delete this machine's shards past the end of the (possibly shorter) input."""
     for index, path in shard_files(run.out):
         if index >= total_shards and index % run.num_shards == run.shard_index:
+            _invalidate_manifests(run)
             path.unlink()
 
 
@@ -297,7 +355,8 @@ def prepare(
         workers: processes building shards.
         shard_index, num_shards: build only the shards ``s`` with ``s % num_shards == shard_index`` (one
             machine's part of a multi-machine run).
-        overwrite: delete an existing DATA_DIR's shards and manifests first.
+        overwrite: delete an existing DATA_DIR's manifests and shards first (instead of refusing other
+            inputs / tokenizer / settings, or a directory holding other files).
         strict: raise on the first bad line / document instead of counting it as skipped.
         max_skip_fraction: fail (naming the first bad line) when more than this fraction of the input
             lines are unreadable; 1.0 never fails. No manifest is written then.
@@ -323,6 +382,7 @@ def prepare(
         workers,
         shard_index,
         num_shards,
+        inputs_record(inputs),
     )
     _open_data_dir(run, overwrite)
     report = ReadReport(strict=strict)
@@ -346,7 +406,7 @@ def prepare(
         "config": asdict(cfg),
         "config_hash": run.cfg_hash,
         "tokenizer": tok_info,
-        "inputs": [{"name": Path(p).name, "bytes": Path(p).stat().st_size} for p in inputs],
+        "inputs": run.inputs,
         "read": report.to_dict(),
         "num_shards": built.total_shards,
         "shards": [built.entries[i] for i in sorted(built.entries)],
