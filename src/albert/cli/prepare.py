@@ -15,6 +15,7 @@ reproducible to the bit.
   albert prepare --input a.txt b.txt --tokenizer spiece.model --output d --max-seq-length 128 --workers 2
   albert prepare ... --shard-index 0 --num-shards 4        # machine 0 of 4; the last one writes the manifest
   albert prepare --merge d                                 # or merge the parts explicitly
+  albert prepare --input news.jsonl --tokenizer vocab.txt --language chinese --output d   # jieba whole words
 
 Input formats (--format, default by file name): lines (one sentence per line, blank line between documents:
 the original's), text (a file is a document), jsonl (a "text" field per line), wiki (MediaWiki XML dump).
@@ -41,7 +42,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=["auto", "lines", "text", "jsonl", "wiki"],
     )
     io.add_argument(
-        "--language", default=d.language, help="sentence splitter: a Punkt language, chinese, or auto"
+        "--language",
+        default=d.language,
+        help="a Punkt language (sentence splitting), auto, or chinese: sentences end at 。！？, whole-word "
+        "masking over jieba words, and a WordPiece vocab.txt is required (the Chinese ALBERT checkpoints')",
     )
     io.add_argument("--jsonl-key", default=d.jsonl_key, help="JSONL field with the document text")
     io.add_argument(
@@ -106,7 +110,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     m.add_argument(
         "--no-whole-word", dest="whole_word", action="store_false", help="mask pieces, not whole words"
     )
-    m.add_argument("--zh-whole-word", action="store_true", help="whole-word masking of Chinese words (jieba)")
+    m.add_argument(
+        "--zh-whole-word",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="whole-word masking of Chinese words (jieba); default: on with --language chinese",
+    )
 
     run_g = p.add_argument_group("execution")
     run_g.add_argument("--seed", type=int, default=d.seed)

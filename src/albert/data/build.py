@@ -60,6 +60,27 @@ logger = logging.getLogger(__name__)
 # A section of a shard: a spool being written, or a finished (name, array).
 Section = SectionSpool | tuple[str, np.ndarray]
 
+# The language setting that switches on the Chinese defaults: sentences end at 。！？ (SentenceSplitter),
+# whole-word masking over jieba words, and a WordPiece vocabulary (check_language_tokenizer).
+CHINESE = "chinese"
+
+
+def check_language_tokenizer(cfg: PrepareConfig, tok: Any) -> None:
+    """Chinese data needs a WordPiece vocabulary: the released Chinese ALBERT checkpoints (Google's
+    albert_*_zh, brightmart/albert_zh) all use BERT's Chinese ``vocab.txt`` (21128 entries), one piece per
+    character, and a SentencePiece model in their place is the most reported Chinese mistake upstream
+    (google-research/albert#53, huggingface/transformers#2530).
+
+    Raises:
+        DataError: ``cfg.language`` is Chinese and ``tok`` is not a WordPiece tokenizer.
+    """
+    kind = getattr(tok, "kind", None)
+    if cfg.language == CHINESE and kind != "wordpiece":
+        raise DataError(
+            f"--language chinese needs a WordPiece vocabulary (vocab.txt, as the Chinese ALBERT/BERT checkpoints: "
+            f"21128 entries), got a {kind} tokenizer ({getattr(tok, 'source', tok)})"
+        )
+
 
 @dataclass(frozen=True)
 class PrepareConfig:
@@ -75,7 +96,10 @@ class PrepareConfig:
     ngram: int = MaskingConfig.ngram
     favor_shorter_ngram: bool = MaskingConfig.favor_shorter_ngram
     whole_word: bool = MaskingConfig.whole_word
-    zh_whole_word: bool = False  # group Chinese characters into jieba words for whole-word masking
+    # Group Chinese characters into jieba words for whole-word masking, as brightmart/albert_zh
+    # create_pretraining_data.py (get_new_segment) and the Chinese BERT-wwm models; None: on exactly when
+    # language is "chinese".
+    zh_whole_word: bool | None = None
     masking: Literal["static", "dynamic"] = "static"
     dupe_factor: int = 40  # original: dupe_factor (use 1 with dynamic masking)
     seed: int = 12345  # original: random_seed
@@ -87,6 +111,8 @@ class PrepareConfig:
     max_doc_chars: int = DEFAULT_MAX_DOC_CHARS
 
     def __post_init__(self) -> None:
+        if self.zh_whole_word is None:
+            object.__setattr__(self, "zh_whole_word", self.language == CHINESE)
         self.instance_config()
         self.masking_config()
         if self.masking not in ("static", "dynamic"):

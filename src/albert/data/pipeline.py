@@ -41,6 +41,7 @@ from albert.data.build import (
     ShardContext,
     ShardJob,
     build_shard,
+    check_language_tokenizer,
     load_tokenizer_arg,
     source_hash,
 )
@@ -371,6 +372,7 @@ def prepare(
     if not inputs:
         raise DataError("no input files")
     tok = load_tokenizer_arg(tokenizer)
+    check_language_tokenizer(cfg, tok)
     tok_info = tokenizer_info(tok)
     run = _Run(
         cfg,
