@@ -25,6 +25,8 @@ COMMANDS: dict[str, str] = {
     "finetune": "albert.cli.finetune",
     "evaluate": "albert.cli.evaluate",
     "predict": "albert.cli.predict",
+    "export": "albert.cli.export",
+    "serve": "albert.cli.serve",
     "params": "albert.cli.params",
 }
 

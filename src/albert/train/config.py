@@ -37,6 +37,8 @@ from albert._fields import FieldError, coerce, field_types, parse_value
 # ---------------------------------------------------------------------------------------------- the loop
 # "auto": bf16 where the device runs it natively, else fp32 (albert.train.precision.resolve_precision)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# ScheduleOptions.by: the learning rate as a function of optimizer steps or of training time
+SCHEDULE_BY = ("steps", "time")
 
 
 @dataclass
@@ -155,6 +157,14 @@ class ScheduleOptions:
     """polynomial decay power (original poly_power: 1.0 = linear)"""
     start_warmup_step: int = 0
     """original start_warmup_step"""
+    by: str = "steps"
+    """steps | time: lay warmup and decay over optimizer steps (total_steps, warmup_steps: the paper's) or
+    over training time (run.max_time_minutes, warmup_fraction; academic-budget BERT, Izsak et al. 2021), so
+    that a run stopped by its time budget ends at lr ~0. time: total_steps only caps the steps, and the lr,
+    hence the losses, depend on the machine's speed, so reruns are not bit-identical (a resumed run
+    continues from its saved training time); steps (the default) reproduces a run exactly"""
+    warmup_fraction: float = 0.06
+    """by=time: the warmup's share of the time budget (Izsak et al. 2021: warmup_proportion 0.06)"""
 
 
 @dataclass
@@ -226,6 +236,12 @@ class PretrainConfig:
             raise ConfigError("schedule.total_steps must be >= 1")
         if s.warmup_steps < 0 or s.warmup_steps > s.total_steps:
             raise ConfigError(f"schedule.warmup_steps must be in [0, total_steps={s.total_steps}]")
+        if s.by not in SCHEDULE_BY:
+            raise ConfigError(f"schedule.by must be one of {', '.join(SCHEDULE_BY)} (got {s.by!r})")
+        if s.by == "time" and not (r.max_time_minutes and r.max_time_minutes > 0):
+            raise ConfigError("schedule.by=time needs a time budget: run.max_time_minutes > 0")
+        if not 0 <= s.warmup_fraction <= 1:
+            raise ConfigError(f"schedule.warmup_fraction must be in [0, 1] (got {s.warmup_fraction})")
         if r.precision not in PRECISIONS:
             raise ConfigError(f"run.precision must be one of {', '.join(PRECISIONS)} (got {r.precision!r})")
         from albert.optim import OPTIMIZERS
@@ -309,10 +325,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     # 0.002 and 0.02, vs 7.9% with AdamW 1e-3); AdamW 2e-3 stalled as well, 5e-4 learned slower than 1e-3.
     # Precision: the default, auto: bf16 autocast (fp32 master weights) where the CPU has avx512_bf16 / AMX,
     # about 2x the fp32 speed there; fp32 on CPUs without, where bf16 is ~19x slower (issue 17).
+    # Schedule: over the 10 minutes of training time (by=time, warmup 6% = 36 s, about the 50 steps of the
+    # earlier step recipe), so the lr reaches 0 at the budget whatever the machine's speed; total_steps only
+    # caps the steps (about 1,000 fit in 10 minutes on 2 cores).
     "demo": {
         "model": {"preset": "albert-small"},
         "optim": {"name": "adamw", "lr": 0.001},
-        "schedule": {"total_steps": 2000, "warmup_steps": 50},
+        "schedule": {"by": "time", "total_steps": 100_000},
         "run": {
             "global_batch_size": 32,
             "run_dir": "runs/demo",

@@ -287,11 +287,16 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
 
 def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
     from albert.optim import build_optimizer, build_scheduler
+    from albert.optim.schedules import build_time_scheduler
 
     o, s = cfg.optim, cfg.schedule
     optimizer = build_optimizer(
         model, o.name, o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps
     )
+    if s.by == "time":  # validate() made sure there is a budget
+        budget_s = float(cfg.run.max_time_minutes or 0) * 60
+        warmup_s = s.warmup_fraction * budget_s
+        return optimizer, build_time_scheduler(optimizer, budget_s=budget_s, warmup_s=warmup_s, power=s.power)
     scheduler = build_scheduler(
         optimizer,
         total_steps=s.total_steps,
@@ -322,3 +327,10 @@ def _log_start(
         cfg.optim.lr,
         steps,
     )
+    if cfg.schedule.by == "time":
+        logger.info(
+            "lr laid over training time: warmup %.0f s, decay to 0 at %g minutes (the step cap: %d)",
+            cfg.schedule.warmup_fraction * (cfg.run.max_time_minutes or 0) * 60,
+            cfg.run.max_time_minutes,
+            steps,
+        )

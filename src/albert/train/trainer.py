@@ -48,7 +48,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   With fp16 a gradient overflow only lowers the loss scale (as `torch.amp.GradScaler` intends).
 * SIGINT / SIGTERM: the current step finishes, a checkpoint is written, ``fit`` returns with
   ``stop_reason`` ``"signal"`` (a second Ctrl-C interrupts at once). ``max_time_s`` does the same on a
-  wall-clock budget (``"time_limit"``).
+  wall-clock budget (``"time_limit"``); an `albert.optim.schedules.ElapsedTimeLR` lays the lr over it.
 * Distributed: launch with ``torchrun``; `albert.train.distributed.init_distributed` joins the group and
   the trainer wraps the model in DDP (gradient sync only on the last micro-batch). Rank 0 writes files.
 
@@ -72,6 +72,7 @@ import torch
 from torch import Tensor, nn
 
 from albert._io import atomic_write_json
+from albert.optim.schedules import ElapsedTimeLR
 from albert.train import checkpoint as ckpt_io
 from albert.train.batches import Batch, Epochs, batch_tokens, to_device
 from albert.train.config import TrainerConfig
@@ -313,10 +314,9 @@ class Trainer:
         params = [p for g in self.optimizer.param_groups for p in g["params"]]
         max_norm = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
-        time_up = cfg.max_time_s is not None and (
-            self.elapsed_s + (time.perf_counter() - self._t_last) >= cfg.max_time_s
-        )
-        loss_bad, grad_bad, signalled, out_of_time = self._sync_flags(acc.loss_bad, grad_norm, time_up)
+        training_s = self.elapsed_s + (time.perf_counter() - self._t_last)
+        (loss_bad, grad_bad, signalled), training_s = self._sync_flags(acc.loss_bad, grad_norm, training_s)
+        out_of_time = cfg.max_time_s is not None and training_s >= cfg.max_time_s
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.tokens += acc.tokens * self.dist.world_size
         self._window_tokens += acc.tokens * self.dist.world_size
@@ -327,29 +327,31 @@ class Trainer:
             self.scaler.update()
             logger.debug("fp16 gradient overflow: loss scale now %g", self.scaler.get_scale())
         else:
-            self._step(acc.meter, grad_norm, lr)
+            self._step(acc.meter, grad_norm, lr, training_s)
         now = time.perf_counter()
         self.elapsed_s += now - self._t_last
         self._t_last = now
         stop = "signal" if signalled else "time_limit" if out_of_time else None
         return not (loss_bad or grad_bad), stop
 
-    def _sync_flags(self, loss_bad: Tensor, grad_norm: Tensor, time_up: bool) -> list[bool]:
-        """One host sync per optimizer step: [non-finite loss, non-finite gradient norm, signal, time up],
-        each true when it is true on any rank."""
-        flags = torch.stack([loss_bad, ~torch.isfinite(grad_norm)]).float()
-        host = torch.tensor([float(self._stop_signal is not None), float(time_up)])
+    def _sync_flags(self, loss_bad: Tensor, grad_norm: Tensor, training_s: float) -> tuple[list[bool], float]:
+        """One host sync per optimizer step: [non-finite loss, non-finite gradient norm, signal], each true
+        when it is true on any rank, and the training time (the ranks' mean: one time, one lr on all ranks)."""
+        flags = torch.stack([loss_bad, ~torch.isfinite(grad_norm)]).double()
+        signalled = self._stop_signal is not None
         if self.dist.enabled:
-            flags = all_reduce_sum(torch.cat([flags, host.to(self.device)]), self.dist)
-        else:
-            flags = torch.cat([flags.cpu(), host])
-        return [x > 0 for x in flags.tolist()]
+            host = torch.tensor([float(signalled), training_s], dtype=torch.float64, device=self.device)
+            synced = all_reduce_sum(torch.cat([flags, host]), self.dist).tolist()
+            return [x > 0 for x in synced[:3]], synced[3] / self.dist.world_size
+        return [x > 0 for x in flags.tolist()] + [signalled], training_s
 
-    def _step(self, meter: Meter, grad_norm: Tensor, lr: float) -> None:
+    def _step(self, meter: Meter, grad_norm: Tensor, lr: float, training_s: float) -> None:
         self.bad_steps = 0
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        if isinstance(self.scheduler, ElapsedTimeLR):  # the lr laid over training time, not steps
+            self.scheduler.set_elapsed(training_s)
         if self.scheduler is not None:
             self.scheduler.step()
         self.step += 1

@@ -1,0 +1,104 @@
+"""`albert export onnx`: a model directory -> an ONNX directory (fp32, optionally int8) with a report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HELP = "export a model to ONNX (fp32 and int8) for ONNX Runtime, with parity and size checks"
+DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) to ONNX.
+
+  albert export onnx RUN_DIR --output ONNX_DIR
+  albert export onnx RUN_DIR --output ONNX_DIR --int8 --calibrate-on dev.csv
+  albert export onnx RUN_DIR --output ONNX_DIR --int8 --calibrate-on polarity.csv --columns label,text
+  albert serve ONNX_DIR --backend onnx --int8          # then serve it
+
+ONNX_DIR gets model.onnx (inputs input_ids, attention_mask, token_type_ids; dynamic batch and sequence
+axes), with --int8 model.int8.onnx (every weight MatMul int8), the tokenizer, config.json, task.json and
+export_report.json. The export fails (exit 1) when ONNX Runtime differs from PyTorch by more than 1e-4 on a
+padded batch or when a weight MatMul is left in float. --calibrate-on FILE reports the task metric of the
+fp32 and int8 files on a labelled file of the model's task (CSV/TSV/JSONL with the training columns,
+multiple-choice JSONL, SQuAD JSON)."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    p = sub.add_parser("onnx", help="ONNX for ONNX Runtime (fp32, --int8)", description=DESCRIPTION)
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.add_argument("model", metavar="MODEL_DIR", help="model directory or fine-tuning run directory")
+    p.add_argument("--output", "-o", required=True, type=Path, help="directory to write")
+    p.add_argument("--int8", action="store_true", help="also write model.int8.onnx (dynamic int8 weights)")
+    p.add_argument("--opset", type=int, help="ONNX opset version (default: the exporter's)")
+    p.add_argument(
+        "--calibrate-on", type=Path, metavar="FILE", help="labelled file: task metric before/after int8"
+    )
+    p.add_argument("--columns", help="comma-separated column names of a --calibrate-on file without header")
+    p.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --output directory")
+    p.add_argument("--threads", type=int, help="ONNX Runtime threads for the checks")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def _summary(report: dict[str, Any]) -> list[str]:
+    files, inits, parity = report["files"], report["initializers"], report["parity"]
+    mb = lambda n: f"{n / 1e6:.1f} MB"  # noqa: E731
+    lines = [f"exported {report['model_class']} from {report['source']} to {report['output']}"]
+    size = f"model.onnx {mb(files['model.onnx'])}"
+    if "model.safetensors" in files:
+        size += f" (model.safetensors {mb(files['model.safetensors'])}, x{files['onnx_to_safetensors']})"
+    lines.append(f"  {size}, opset {report['opset']}")
+    lines.append(
+        f"  weights: {inits['float_initializers']} float initializers for {inits['model_parameters']} "
+        f"distinct parameters, {mb(inits['initializer_bytes'])} "
+        f"({'stored once' if inits['stored_once'] else 'DUPLICATED'})"
+    )
+    worst = max(parity["max_abs_diff"].values())
+    lines.append(
+        f"  parity on a padded batch: max |ORT - PyTorch| = {worst:.2e} (<= {parity['tolerance']:g})"
+    )
+    if "int8" in report:
+        q = report["int8"]
+        lines.append(
+            f"  int8: model.int8.onnx {mb(files['model.int8.onnx'])}, {q['quantized']} of "
+            f"{q['weight_matmuls']} weight MatMuls quantized; max |int8 - fp32 PyTorch| = "
+            f"{max(q['max_abs_diff_to_pytorch_fp32'].values()):.2e}"
+        )
+    if "metrics" in report:
+        m = report["metrics"]
+        for name in ("fp32", "int8"):
+            if name in m:
+                shown = ", ".join(f"{k} {v:.4f}" for k, v in m[name].items())
+                lines.append(f"  {name} on {m['file']} ({m['examples']} examples): {shown}")
+        if "score_change" in m:
+            lines.append(f"  int8 score change: {m['score_change']:+.4f}")
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    from albert.export.pipeline import ExportError, export_model_dir
+
+    try:
+        report = export_model_dir(
+            args.model,
+            args.output,
+            int8=args.int8,
+            opset=args.opset,
+            calibrate_on=args.calibrate_on,
+            columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
+            checkpoint=args.checkpoint,
+            overwrite=args.overwrite,
+            threads=args.threads,
+        )
+    except ExportError as e:  # one line, as `albert.cli.main` prints the package's errors
+        print(f"albert export: error: {e}", file=sys.stderr)
+        return 1
+    except ImportError as e:
+        print(
+            f"albert export: error: {e.name or e} is missing; pip install 'albert-lm[onnx]'", file=sys.stderr
+        )
+        return 1
+    print(json.dumps(report, indent=2) if args.json else "\n".join(_summary(report)))
+    return 0
