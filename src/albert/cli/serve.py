@@ -1,0 +1,76 @@
+"""`albert serve`: a fine-tuned model behind HTTP with dynamic micro-batching (see `albert.serve.app`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+HELP = "serve a fine-tuned model over HTTP (FastAPI + uvicorn) with dynamic micro-batching"
+DESCRIPTION = """Serve a fine-tuned model (run directory, model directory or `albert export onnx` directory).
+
+  albert serve RUN_DIR                                    # torch fp32 on 127.0.0.1:8000
+  albert serve RUN_DIR --int8 --threads 2                 # torch dynamic int8
+  albert serve ONNX_DIR --backend onnx --int8             # ONNX Runtime on model.int8.onnx
+  curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["a gorgeous film"]}'
+
+POST /predict takes {"texts": [...]}, {"pairs": [[a, b], ...]} (sentence pairs; SQuAD question, context) or
+{"items": [{...}]} (multiple choice: context, question, options) and answers {"predictions": [...]} in the
+request's order. GET /health, GET /info, GET /docs (OpenAPI). Concurrent requests share model calls of up to
+--max-batch inputs, waiting at most --max-wait-ms for them. SIGTERM finishes the requests in flight."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert.cli.options import add_dataclass_flags
+    from albert.serve.config import ServeConfig
+
+    parser.add_argument("model", metavar="MODEL_DIR", help="run directory, model directory or ONNX directory")
+    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    parser.add_argument(
+        "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
+    )
+    parser.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
+    parser.add_argument(
+        "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
+    )
+    parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
+    parser.add_argument("--device", help="torch backend: cpu | cuda (default: cpu)")
+    add_dataclass_flags(parser.add_argument_group("server"), ServeConfig)
+
+
+def run(args: argparse.Namespace) -> int:
+    from albert.cli.options import given_values
+    from albert.serve.app import run_server
+    from albert.serve.config import ServeConfig
+    from albert.serve.predictor import Predictor
+    from albert.tasks.base import ModelDirError
+
+    config = ServeConfig(**given_values(args, ServeConfig))
+    try:
+        predictor = Predictor.load(
+            args.model,
+            backend=args.backend,
+            int8=args.int8,
+            checkpoint=args.checkpoint,
+            threads=args.threads,
+            max_seq_length=args.max_seq_length,
+            batch_size=config.max_batch,
+            device=args.device,
+        )
+    except (ModelDirError, FileNotFoundError) as e:
+        print(f"albert serve: error: {e}", file=sys.stderr)
+        return 1
+    except ImportError as e:
+        extra = "onnx" if args.backend == "onnx" else "serve"
+        print(
+            f"albert serve: error: {e.name or e} is missing; pip install 'albert-lm[{extra}]'",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        run_server(predictor, config)
+    except ImportError as e:
+        print(
+            f"albert serve: error: {e.name or e} is missing; pip install 'albert-lm[serve]'", file=sys.stderr
+        )
+        return 1
+    return 0

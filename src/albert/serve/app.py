@@ -1,0 +1,218 @@
+"""`albert serve`: a fine-tuned model behind HTTP (FastAPI on uvicorn), with dynamic micro-batching.
+
+Endpoints:
+
+* ``POST /predict`` with ``{"texts": [...]}`` (single-text classification / regression),
+  ``{"pairs": [[a, b], ...]}`` (sentence pairs; SQuAD: ``[question, context]``) or ``{"items": [{...}]}``
+  (JSON objects as `albert predict` reads them, e.g. multiple choice ``{"context", "question",
+  "options"}``) -> ``{"predictions": [row, ...]}``, one row per input in the request's order (the rows
+  of `albert predict`);
+* ``GET /health`` (``{"status": "ok", "pending": inputs in flight}``), ``GET /info`` (model, task,
+  labels, sequence length, backend, batching, limits), ``GET /docs`` (OpenAPI).
+
+Inputs of concurrent requests are batched together (`albert.serve.batcher.MicroBatcher`: up to
+``max_batch`` inputs, waiting at most ``max_wait_ms`` for them); the model runs in a worker thread.
+Limits answer with a 4xx that says which limit: 413 for a body over ``max_body_bytes``, more than
+``max_inputs`` inputs or a text over ``max_text_chars`` characters; 400 for a body that is not JSON;
+422 for JSON of the wrong shape; 503 when more than ``max_pending`` inputs wait. On SIGTERM / SIGINT
+uvicorn stops accepting connections and finishes the requests in flight (up to ``shutdown_timeout_s``)
+before the batcher drains and the process exits.
+
+FastAPI, pydantic and uvicorn (the ``serve`` extra) are imported when the app is built.
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
+# the request model is imported inside `create_app`, where a string annotation could not be resolved.
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import asdict
+from typing import Any
+
+from albert.serve.batcher import BatcherClosed, MicroBatcher
+from albert.serve.config import ServeConfig
+from albert.serve.predictor import Predictor
+
+logger = logging.getLogger(__name__)
+
+
+class RequestError(Exception):
+    """A request the server refuses; ``status`` is its HTTP status, the message says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
+    """(where, text) of every string inside ``value`` (lists and objects walked)."""
+    if isinstance(value, str):
+        yield where, value
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{where}[{i}]")
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{where}.{k}")
+
+
+def request_records(body: dict[str, Any], predictor: Predictor, config: ServeConfig) -> list[dict[str, Any]]:
+    """`albert predict` records of a request body (exactly one of texts / pairs / items), limits checked.
+
+    Raises:
+        RequestError: 422 for a body of the wrong shape for this model, 413 over a limit.
+    """
+    given = [k for k in ("texts", "pairs", "items") if body.get(k) is not None]
+    if len(given) != 1:
+        raise RequestError(422, 'give exactly one of "texts", "pairs" or "items"')
+    field = given[0]
+    inputs = body[field]
+    if not inputs:
+        raise RequestError(422, f'"{field}" is empty')
+    if len(inputs) > config.max_inputs:
+        raise RequestError(
+            413, f"{len(inputs)} {field}, more than the limit of {config.max_inputs} per request (max_inputs)"
+        )
+    for where, text in _strings(inputs, field):
+        if len(text) > config.max_text_chars:
+            raise RequestError(
+                413, f"{where} has {len(text)} characters, more than the limit of {config.max_text_chars} "
+                "(max_text_chars)",
+            )  # fmt: skip
+    kind, pairs = predictor.task.kind, predictor.describe().get("text_fields") == 2
+    if field == "texts" and (pairs or kind not in ("classification", "regression")):
+        wanted = '"pairs": [[a, b], ...]' if pairs or kind == "span" else '"items": [{...}, ...]'
+        raise RequestError(422, f"this model ({kind}) does not take single texts; send {wanted}")
+    if field == "pairs" and not (pairs or kind == "span"):
+        raise RequestError(422, f'this model ({kind}) does not take pairs; send "texts" or "items"')
+    if field == "items":
+        return [dict(item) for item in inputs]
+    return [{"_texts": [t] if field == "texts" else list(t)} for t in inputs]
+
+
+class BodyLimit:
+    """ASGI middleware: answers 413 (JSON, saying the limit) to a request body over ``limit`` bytes, from
+    its Content-Length, or while a chunked body streams in (as an HTTPException, which FastAPI's body
+    parsing passes through to its handler)."""
+
+    def __init__(self, app: Any, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    def _message(self, size: int) -> str:
+        return f"the request body has {size}+ bytes, more than the limit of {self.limit} (max_body_bytes)"
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        from starlette.exceptions import HTTPException
+        from starlette.responses import JSONResponse
+
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.limit:
+            response = JSONResponse({"detail": self._message(int(length))}, status_code=413)
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited_receive() -> dict[str, Any]:
+            nonlocal received
+            message: dict[str, Any] = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise HTTPException(413, self._message(received))
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
+    """The FastAPI application serving ``predictor`` (see the module docstring)."""
+    from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+
+    from albert.serve import schema
+
+    config = config or ServeConfig()
+    batcher: MicroBatcher[Any, dict[str, Any]] = MicroBatcher(
+        lambda examples: predictor.rows(examples), config.max_batch, config.max_wait_ms / 1000
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        batcher.start()
+        yield
+        await batcher.close()  # uvicorn has let the requests in flight finish; nothing is queued
+        logger.info("shut down after %d batches", batcher.batches)
+
+    app = FastAPI(
+        title="albert serve",
+        description=f"{predictor.describe().get('task')} ({predictor.task.kind}) predictions",
+        lifespan=lifespan,
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            reason = next(
+                (e.get("ctx", {}).get("error") for e in errors if e.get("ctx")), "JSON decode error"
+            )
+            return JSONResponse({"detail": f"the body is not valid JSON: {reason}"}, status_code=400)
+        first = errors[0]
+        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "body"
+        return JSONResponse({"detail": f"{where}: {first.get('msg')}"}, status_code=422)
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+
+    @app.post("/predict", response_model=schema.PredictResponse)
+    async def predict(req: schema.PredictRequest) -> dict[str, Any]:
+        """Predictions for the texts, pairs or items of the request, in its order."""
+        from albert.tasks.base import TaskDataError
+
+        records = request_records(req.model_dump(), predictor, config)
+        if batcher.pending + len(records) > config.max_pending:
+            raise RequestError(
+                503, f"{batcher.pending} inputs are waiting (max_pending {config.max_pending})"
+            )
+        try:
+            examples = predictor.examples(records, source="request")
+            rows = await batcher.submit(examples)
+        except (TaskDataError, ValueError) as e:
+            raise RequestError(422, str(e)) from None
+        except BatcherClosed as e:
+            raise RequestError(503, str(e)) from None
+        return {"predictions": rows}
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Liveness, and how many inputs are in flight."""
+        return {"status": "ok", "pending": batcher.pending, "batches": batcher.batches}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        """The model, its task and labels, the backend, batching and the request limits."""
+        return {**predictor.describe(), "serve": asdict(config)}
+
+    if config.max_body_bytes:
+        app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    return app
+
+
+def run_server(predictor: Predictor, config: ServeConfig) -> None:
+    """Serve until SIGTERM / SIGINT (uvicorn, one process; the model runs in a worker thread)."""
+    import uvicorn
+
+    uvicorn.run(
+        create_app(predictor, config),
+        host=config.host,
+        port=config.port,
+        log_level="info",
+        access_log=False,
+        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)),
+    )
