@@ -9,6 +9,7 @@ See `albert.tokenizer.base.Tokenizer` for the shared interface.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from albert.tokenizer.base import Encoding, Offsets, Tokenizer
@@ -26,28 +27,81 @@ __all__ = [
 ]
 
 
+logger = logging.getLogger(__name__)
+
+# tokenizer_config.json's tokenizer_class (transformers' names, which our save_pretrained writes) -> ours
+TOKENIZER_CLASSES: dict[str, type[AlbertTokenizer] | type[WordPieceTokenizer]] = {
+    "AlbertTokenizer": AlbertTokenizer,
+    "AlbertTokenizerFast": AlbertTokenizer,
+    "BertTokenizer": WordPieceTokenizer,
+    "BertTokenizerFast": WordPieceTokenizer,
+}
+
+
 def load_tokenizer(path: str | Path) -> AlbertTokenizer | WordPieceTokenizer:
     """Loads the tokenizer of a model directory or a vocabulary file.
 
-    A directory with ``spiece.model`` (or a single ``*.model``, e.g. the released ``30k-clean.model``)
-    gives an `AlbertTokenizer`; one with ``vocab.txt`` a `WordPieceTokenizer`; options come from its
-    ``tokenizer_config.json`` when present. A file ``*.model`` / ``*.txt`` is loaded with the defaults
-    (lower-casing on, as every released ALBERT and the Chinese models).
+    A directory records its tokenizer type in ``tokenizer_config.json`` (``tokenizer_class``:
+    ``AlbertTokenizer`` -> SentencePiece, ``BertTokenizer`` -> WordPiece, as our ``save_pretrained`` and
+    transformers write it), and that decides when its file is there. Otherwise the files decide:
+    ``spiece.model`` (or a single ``*.model``, e.g. the released ``30k-clean.model``) gives an
+    `AlbertTokenizer`, ``vocab.txt`` a `WordPieceTokenizer`. The Chinese ALBERT checkpoints
+    (google-research's albert_*_zh, brightmart/albert_zh and their Hugging Face ports) use BERT's WordPiece
+    ``vocab.txt``, and some of them say ``AlbertTokenizer``: a recorded class whose file is missing falls
+    back to the file present, with a warning. Options come from ``tokenizer_config.json``. A file
+    ``*.model`` / ``*.txt`` is loaded with the defaults (lower-casing on, as every released ALBERT and the
+    Chinese models).
 
     Raises:
         ValueError: nothing loadable at ``path``, or the file is not what its name says.
     """
     p = Path(path)
     if p.is_dir():
-        if find_sentencepiece_model(p) is not None:
-            return AlbertTokenizer.from_pretrained(p)
-        if (p / "vocab.txt").is_file():
-            return WordPieceTokenizer.from_pretrained(p)
-        raise ValueError(
-            f"{p}: no tokenizer here (expected spiece.model or another single *.model file, or vocab.txt)"
-        )
+        cls = _directory_class(p)
+        if cls is None:
+            raise ValueError(
+                f"{p}: no tokenizer here (expected spiece.model or another single *.model file, or vocab.txt)"
+            )
+        return cls.from_pretrained(p)
     if p.is_file():
         if p.suffix == ".txt" or p.name.endswith(".vocab.txt"):
             return WordPieceTokenizer(p)
         return AlbertTokenizer(p)
     raise ValueError(f"{p}: no such file or directory")
+
+
+def _directory_class(d: Path) -> type[AlbertTokenizer] | type[WordPieceTokenizer] | None:
+    """The tokenizer class of directory ``d``: the recorded one when its file is there, else by the files."""
+    present: list[type[AlbertTokenizer] | type[WordPieceTokenizer]] = []
+    if find_sentencepiece_model(d) is not None:
+        present.append(AlbertTokenizer)
+    if (d / "vocab.txt").is_file():
+        present.append(WordPieceTokenizer)
+    recorded = (
+        Tokenizer._read_config(d).get("tokenizer_class") if (d / "tokenizer_config.json").is_file() else None
+    )
+    if recorded is None:
+        return present[0] if present else None
+    cls = TOKENIZER_CLASSES.get(str(recorded))
+    if cls is None:
+        logger.warning(
+            "%s: tokenizer_class %r is not one of %s; reading the tokenizer by the files present",
+            d / "tokenizer_config.json", recorded, ", ".join(TOKENIZER_CLASSES),
+        )  # fmt: skip
+        return present[0] if present else None
+    if cls in present:
+        return cls
+    if not present:
+        return None
+    fallback = present[0]
+    logger.warning(
+        "%s: tokenizer_config.json names %s but there is no %s; using %s (%s)",
+        d, recorded, _FILE_OF[cls], _FILE_OF[fallback], fallback.__name__,
+    )  # fmt: skip
+    return fallback
+
+
+_FILE_OF: dict[type[Tokenizer], str] = {
+    AlbertTokenizer: "SentencePiece model (spiece.model)",
+    WordPieceTokenizer: "vocab.txt",
+}
