@@ -6,6 +6,8 @@ the model-directory round trip (`from_pretrained` / `save_pretrained`, implement
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
@@ -27,6 +29,25 @@ class Output(dict):
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+
+def reject_unknown_inputs(model: nn.Module, unknown: Mapping[str, Any]) -> None:
+    """Refuse keyword arguments that ``model.forward`` does not name.
+
+    The models' ``forward(**batch)`` collects unknown keys only to refuse them here: silently ignored, a
+    misspelled label key (``masked_lm_labels`` for ``mlm_labels``) would train on the other losses alone.
+
+    Raises:
+        TypeError: naming the unknown keys and the accepted ones.
+    """
+    if not unknown:
+        return
+    params = inspect.signature(type(model).forward).parameters.values()
+    accepted = [p.name for p in params if p.name != "self" and p.kind is not p.VAR_KEYWORD]
+    raise TypeError(
+        f"{type(model).__name__}.forward got unknown input(s) {', '.join(sorted(unknown))}; "
+        f"it accepts {', '.join(accepted)}"
+    )
 
 
 class PreTrainedModule(nn.Module):
@@ -100,7 +121,9 @@ class AlbertModel(PreTrainedModule):
         input_ids: torch.Tensor,
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
         x = self.encoder(x, attention_mask_for_sdpa(attention_mask))  # (B, T, H)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from albert.config import AlbertConfig
-from albert.model.albert import AlbertModel, Output, PreTrainedModule
+from albert.model.albert import AlbertModel, Output, PreTrainedModule, reject_unknown_inputs
 from albert.model.encoder import ACT_FNS
 from albert.model.squad_head import AlbertForSquadV2
 
@@ -84,8 +84,9 @@ class AlbertForPreTraining(PreTrainedModule):
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         sop_labels: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         out = self.albert(input_ids, token_type_ids, attention_mask)
         mlm_logits, mlm_loss, mlm_acc = _masked_lm(
             self.mlm, self.albert.embeddings.word.weight, out.sequence_output, mlm_labels
@@ -121,8 +122,9 @@ class AlbertForMaskedLM(PreTrainedModule):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         out = self.albert(input_ids, token_type_ids, attention_mask)
         logits, loss, acc = _masked_lm(
             self.mlm, self.albert.embeddings.word.weight, out.sequence_output, mlm_labels
@@ -155,8 +157,9 @@ class AlbertForSequenceClassification(PreTrainedModule):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         out = self.albert(input_ids, token_type_ids, attention_mask)
         logits = self.classifier(self.dropout(out.pooled_output))  # (B, num_labels)
         out["logits"] = logits
@@ -186,8 +189,9 @@ class AlbertForMultipleChoice(PreTrainedModule):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         b, c, t = input_ids.shape  # (B, C, T)
         flat = lambda x: None if x is None else x.reshape(b * c, t)  # noqa: E731
         out = self.albert(flat(input_ids), flat(token_type_ids), flat(attention_mask))
@@ -216,8 +220,9 @@ class AlbertForQuestionAnswering(PreTrainedModule):
         attention_mask: torch.Tensor | None = None,
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         out = self.albert(input_ids, token_type_ids, attention_mask)
         start, end = self.qa(out.sequence_output).float().unbind(-1)  # each (B, T)
         result = Output(start_logits=start, end_logits=end)

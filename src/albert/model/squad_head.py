@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from albert.config import AlbertConfig
-from albert.model.albert import AlbertModel, Output, PreTrainedModule
+from albert.model.albert import AlbertModel, Output, PreTrainedModule, reject_unknown_inputs
 
 NEG_INF = -1e30  # original: - 1e30 * p_mask
 START_N_TOP = 5  # original run_squad_v2.py flag start_n_top
@@ -208,8 +208,9 @@ class AlbertForSquadV2(PreTrainedModule):
         start_positions: torch.Tensor | None = None,
         end_positions: torch.Tensor | None = None,
         is_impossible: torch.Tensor | None = None,
-        **_: Any,
+        **unknown: Any,
     ) -> Output:
+        reject_unknown_inputs(self, unknown)
         if p_mask is None:
             raise ValueError("AlbertForSquadV2 needs p_mask (see albert.tasks.squad_data.collate)")
         seq = self.albert(input_ids, token_type_ids, attention_mask).sequence_output  # (B, T, H)
