@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from albert.train import checkpoint as ckpt_io
+
 TESTS = Path(__file__).resolve().parent.parent
 SCRIPT = TESTS / "toy_training.py"
 
@@ -71,5 +73,5 @@ def test_torchrun_two_gloo_ranks_match_one_process(tmp_path):
         torch.testing.assert_close(wa[k], wb[k], rtol=1e-5, atol=1e-6)
     state = json.loads((ddp / "checkpoints" / "step-00000012" / "trainer_state.json").read_text())
     assert state["world_size"] == 2
-    ranks = torch.load(ddp / "checkpoints" / "step-00000012" / "rank_states.pt", weights_only=False)
+    ranks = ckpt_io.read_training_state(ddp / "checkpoints" / "step-00000012")["ranks"]
     assert [r["data"]["pos"] for r in ranks] == [12, 12]  # each rank's own data position

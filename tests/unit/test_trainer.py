@@ -196,7 +196,7 @@ def test_checkpoints_keep_last_k_and_are_model_dirs(tmp_path):
     assert names == ["step-00000008", "step-00000010"]
     ckpt = tmp_path / "checkpoints" / "step-00000010"
     assert result.last_checkpoint == str(ckpt)
-    for f in ("model.safetensors", "optimizer.pt", "trainer.pt", "rank_states.pt", "trainer_state.json"):
+    for f in ("model.safetensors", "training_state.json", "training_state.safetensors", "trainer_state.json"):
         assert (ckpt / f).exists(), f
     reloaded = Toy()
     ckpt_io.load_model_weights(reloaded, ckpt)
@@ -243,7 +243,7 @@ def test_eval_callback_best_checkpoint_and_summary(tmp_path):
     best = tmp_path / "checkpoints" / "best"
     assert result.best_checkpoint == str(best)
     assert json.loads((best / "trainer_state.json").read_text())["step"] == 4
-    assert not (best / "optimizer.pt").exists()  # model only
+    assert not (best / "training_state.json").exists()  # model only
     evals = [r for r in load_metrics(tmp_path) if "eval_score" in r]
     assert [r["step"] for r in evals] == [2, 4, 6]
     assert json.loads((tmp_path / "result.json").read_text())["best_step"] == 4

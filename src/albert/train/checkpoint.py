@@ -5,10 +5,15 @@ Layout of one checkpoint (``RUN_DIR/checkpoints/step-00001000/``)::
     config.json, model.safetensors   the model directory (``model.save_pretrained``): Hugging Face reads it,
                                      ``albert finetune`` / ``Model.from_pretrained`` take it as is
     (tokenizer files)                written by the caller's ``on_save`` hook
-    optimizer.pt                     optimizer state (moments, per-group lr)
-    trainer.pt                       scheduler and GradScaler state
-    rank_states.pt                   per rank: RNG states (python, numpy, torch CPU, CUDA) and data position
+    training_state.json/.safetensors optimizer state (moments, per-group lr), scheduler and GradScaler
+                                     state, and per rank: RNG states (python, numpy, torch CPU, CUDA), data
+                                     position (`albert.train.state_files`: no pickle, so a crafted
+                                     checkpoint cannot run code on ``--resume``)
     trainer_state.json               step, epoch, tokens seen, best metric, ... (human readable)
+
+Checkpoints of the earlier layout (optimizer.pt, trainer.pt, rank_states.pt) still resume: they are read
+with ``torch.load(weights_only=True)``, which allows tensors, containers, numbers and numpy's RNG arrays and
+refuses anything else. No checkpoint is written while a model tensor is NaN or infinite (`NonFiniteError`).
 
 Writes are atomic (`albert._io.atomic_write_dir`): everything goes to a hidden ``.tmp-*`` directory that is
 renamed into place only when complete, so a process killed during the write (SIGKILL, power loss after the
@@ -21,6 +26,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import random
 import re
 import shutil
@@ -33,11 +39,14 @@ from torch import nn
 
 from albert._io import TMP_PREFIX, atomic_write_dir
 from albert.train.distributed import DistInfo, barrier, gather_objects
+from albert.train.state_files import load_state, save_state
 
 logger = logging.getLogger(__name__)
 
 STEP_DIR_RE = re.compile(r"^step-(\d+)$")
 STATE_FILE = "trainer_state.json"
+TRAINING_STATE = "training_state"  # training_state.json + training_state.safetensors
+# the earlier, pickled layout (read only)
 OPTIMIZER_FILE = "optimizer.pt"
 TRAINER_FILE = "trainer.pt"
 RANK_STATES_FILE = "rank_states.pt"
@@ -46,6 +55,14 @@ BEST_NAME = "best"
 
 class CheckpointNotFound(FileNotFoundError):
     """No complete checkpoint where one was asked for."""
+
+
+class CheckpointStateError(ValueError):
+    """A checkpoint's training state that is refused or does not fit this run; the message says why."""
+
+
+class NonFiniteError(ValueError):
+    """A model (or optimizer) tensor holds NaN or infinity; the message names the first such tensor."""
 
 
 def step_dir_name(step: int) -> str:
@@ -74,6 +91,33 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ writing
+def first_non_finite(model: nn.Module, optimizer: torch.optim.Optimizer | None = None) -> str | None:
+    """The name of the first model tensor (then optimizer state tensor) holding NaN or infinity, or None.
+
+    One host sync for all tensors; the names are looked up only when something is wrong."""
+    named: list[tuple[str, torch.Tensor]] = [
+        (name, t) for name, t in model.state_dict().items() if t.is_floating_point()
+    ]
+    if optimizer is not None:
+        for group in optimizer.param_groups:
+            for i, p in enumerate(group["params"]):
+                label = group["names"][i] if "names" in group else f"parameter {i}"
+                for key, t in optimizer.state.get(p, {}).items():
+                    if isinstance(t, torch.Tensor) and t.is_floating_point():
+                        named.append((f"optimizer state {key!r} of {label}", t))
+    if not named:
+        return None
+    finite = torch.stack([torch.isfinite(t).all() for _, t in named]).tolist()
+    return next((name for (name, _), ok in zip(named, finite) if not ok), None)
+
+
+def check_finite(model: nn.Module, where: Path, optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Raise `NonFiniteError` naming the first NaN / infinite tensor instead of writing ``where``."""
+    bad = first_non_finite(model, optimizer)
+    if bad is not None:
+        raise NonFiniteError(f"not writing {where}: {bad} holds NaN or infinite values")
+
+
 def save_model(model: nn.Module, path: Path) -> None:
     """``model.save_pretrained(path)`` when the model has it, else its tensors as model.safetensors."""
     if hasattr(model, "save_pretrained"):
@@ -103,23 +147,28 @@ def write_checkpoint(
         name: ``step_dir_name(step)`` or ``"best"``.
         model: the unwrapped model (not DDP / compiled).
         trainer_state: JSON-serialisable loop state.
-        optimizer: its state goes to optimizer.pt (None: model-only checkpoint, e.g. "best").
-        extra_state: scheduler / GradScaler states (trainer.pt).
+        optimizer: its state goes to the training state (None: model-only checkpoint, e.g. "best").
+        extra_state: scheduler / GradScaler states.
         rank_states: one dict per rank (RNG and data position).
         on_save: ``callable(tmp_dir)`` writing extra files (e.g. the tokenizer) before the rename.
+
+    Raises:
+        NonFiniteError: a model or optimizer tensor holds NaN / infinity (nothing is written).
     """
+    check_finite(model, root / name, optimizer)
     root.mkdir(parents=True, exist_ok=True)
     for stale in root.glob(TMP_PREFIX + "*"):  # left by a process killed mid-write
         shutil.rmtree(stale, ignore_errors=True)
 
     def fill(tmp: Path) -> None:
         save_model(model, tmp)
-        if optimizer is not None:
-            torch.save(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
-        if extra_state is not None:
-            torch.save(extra_state, tmp / TRAINER_FILE)
-        if rank_states is not None:
-            torch.save(rank_states, tmp / RANK_STATES_FILE)
+        if optimizer is not None or extra_state is not None or rank_states is not None:
+            training = {
+                "optimizer": optimizer.state_dict() if optimizer is not None else None,
+                "trainer": extra_state,
+                "ranks": rank_states,
+            }
+            save_state(training, tmp, TRAINING_STATE)
         if on_save is not None:
             on_save(tmp)
         (tmp / STATE_FILE).write_text(
@@ -233,9 +282,49 @@ def load_model_weights(model: nn.Module, ckpt: Path) -> None:
         load_safetensors(model, str(ckpt / "model.safetensors"), strict=True)
 
 
-def load_torch(path: Path) -> Any:
-    # Our own files; weights_only=False because they hold RNG states (numpy arrays, python tuples).
-    return torch.load(path, map_location="cpu", weights_only=False)
+def _numpy_rng_globals() -> list[Any]:
+    """What unpickling ``np.random.get_state()``'s uint32 array takes, and nothing more."""
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
+    return [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct]
+
+
+def load_pickled(path: Path) -> Any:
+    """A state file of the earlier layout (optimizer.pt, trainer.pt, rank_states.pt), read with torch's
+    weights-only unpickler: tensors, containers, numbers and numpy's RNG arrays; anything else is refused
+    before it is built.
+
+    Raises:
+        CheckpointStateError: the file asks for other objects (a crafted file's code) or is unreadable.
+    """
+    try:
+        with torch.serialization.safe_globals(_numpy_rng_globals()):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # Not torch's message: it advises turning weights_only off, which is what a crafted file wants.
+        found = re.search(r"GLOBAL (\S+)", str(e))
+        asks = f"it asks to call or build {found.group(1)}" if found else "it holds more than tensors"
+        raise CheckpointStateError(
+            f"{path}: refused to load: {asks}, but training state is only tensors, numbers and RNG arrays; "
+            "albert did not write this file (or it was tampered with). Resume from another checkpoint."
+        ) from None
+    except (RuntimeError, EOFError, OSError) as e:
+        raise CheckpointStateError(f"{path}: cannot read ({e})") from None
+
+
+def read_training_state(ckpt: Path) -> dict[str, Any]:
+    """``{"optimizer", "trainer", "ranks"}`` of a step checkpoint, from either layout."""
+    if (ckpt / f"{TRAINING_STATE}.json").exists():
+        return dict(load_state(ckpt, TRAINING_STATE))
+    if (ckpt / OPTIMIZER_FILE).exists():
+        return {
+            "optimizer": load_pickled(ckpt / OPTIMIZER_FILE),
+            "trainer": load_pickled(ckpt / TRAINER_FILE),
+            "ranks": load_pickled(ckpt / RANK_STATES_FILE),
+        }
+    raise CheckpointNotFound(f"{ckpt}: no {TRAINING_STATE}.json (a model-only checkpoint cannot be resumed)")
 
 
 def load_training(
@@ -246,19 +335,31 @@ def load_training(
     scheduler: Any,
     scaler: torch.amp.GradScaler,
     rank: int,
+    world_size: int = 1,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Load a `save_training` checkpoint into ``model``, ``optimizer``, ``scheduler`` and ``scaler``.
 
     Returns ``(trainer_state, rank_state)``: the loop state of trainer_state.json and this rank's RNG / data
-    state (rank 0's when the checkpoint was written by fewer ranks).
+    state.
+
+    Raises:
+        CheckpointStateError: the checkpoint was written by a different number of ranks (each rank's RNG
+            and data position cannot be split or merged), or its state files are refused.
     """
     state = read_trainer_state(ckpt)
+    training = read_training_state(ckpt)
+    ranks = training["ranks"]
+    if len(ranks) != world_size:
+        raise CheckpointStateError(
+            f"{ckpt} was written by {len(ranks)} rank(s), this run has {world_size}: each rank's RNG state "
+            f"and data position would be missing or reused. Resume with {len(ranks)} process(es), or start "
+            "a new run from its model directory"
+        )
     load_model_weights(model, ckpt)
-    optimizer.load_state_dict(load_torch(ckpt / OPTIMIZER_FILE))
-    extra = load_torch(ckpt / TRAINER_FILE)
+    optimizer.load_state_dict(training["optimizer"])
+    extra = training["trainer"]
     if scheduler is not None and extra.get("scheduler") is not None:
         scheduler.load_state_dict(extra["scheduler"])
     if extra.get("scaler"):
         scaler.load_state_dict(extra["scaler"])
-    ranks = load_torch(ckpt / RANK_STATES_FILE)
-    return state, ranks[rank] if rank < len(ranks) else ranks[0]
+    return state, ranks[rank]

@@ -544,17 +544,13 @@ class Trainer:
             scheduler=self.scheduler,
             scaler=self.scaler,
             rank=self.dist.rank,
+            world_size=self.dist.world_size,  # a different number of ranks is refused
         )
-        if (state.get("world_size", 1), state.get("grad_accum_steps", 1)) != (
-            self.dist.world_size,
-            self.config.grad_accum_steps,
-        ):
+        if state.get("grad_accum_steps", 1) != self.config.grad_accum_steps:
             logger.warning(
-                "%s was written with world_size=%s, grad_accum_steps=%s; now %d, %d: the data order will differ",
+                "%s was written with grad_accum_steps=%s, now %d: the data order will differ",
                 path,
-                state.get("world_size"),
                 state.get("grad_accum_steps"),
-                self.dist.world_size,
                 self.config.grad_accum_steps,
             )
         for key in LOOP_STATE:
