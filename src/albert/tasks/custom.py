@@ -16,7 +16,10 @@ written to the run directory's report, so a second run (or another library) can 
 Classification labels are compared as strings (``1`` in a CSV and ``1`` in JSON are the same class);
 the label set is the sorted set of training labels unless given. A row with the wrong number of
 fields, a missing key, a label outside the label set, or a non-numeric regression target is an error
-naming the file and line.
+naming the file and line. So is an empty label (an empty cell, JSON ``null`` or blank text) in a
+labelled file: it is never a class ``''``. With ``skip_bad_rows`` (``--skip-bad-rows``), rows of a
+labelled file with an empty label, a missing field or a non-numeric target are skipped instead, counted
+and logged with the first one's file:line (and the counts go into task.json / report.json).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import csv
 import functools
 import logging
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -131,35 +135,89 @@ class CustomData:
     """Held out of ``train`` when there is no dev file."""
     split_seed: int = 0
     name: str = "custom"
+    skip_bad_rows: bool = False
+    """Skip (and count) rows of labelled files with an empty label, a missing field or a non-numeric
+    target instead of stopping at the first with an error."""
 
 
-def read_file(data: CustomData, path: Path, *, labelled: bool, split: str) -> list[Example]:
-    """Examples of one file; unlabelled files (test) may lack the label column."""
+def _is_empty(value: Any) -> bool:
+    """An empty label cell: nothing, JSON null, or blank text."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def _label(data: CustomData, raw: Any, where: str, *, labelled: bool) -> Any:
+    """The label of one row: a class name (str), a regression target (float), or None for an empty cell
+    of an unlabelled file (a test file with an empty label column).
+
+    Raises:
+        TaskDataError: an empty label in a labelled file, or a regression target that is not a number.
+    """
+    if _is_empty(raw):
+        if not labelled:
+            return None
+        raise TaskDataError(f"{where}: empty {data.label_column!r} (a labelled row needs a label)")
+    if not data.regression:
+        return _label_string(raw)
+    try:
+        target = float(raw)
+    except (TypeError, ValueError):
+        raise TaskDataError(f"{where}: {data.label_column} {raw!r} is not a number") from None
+    if not math.isfinite(target):
+        raise TaskDataError(f"{where}: {data.label_column} {raw!r} is not a finite number")
+    return target
+
+
+def _example(data: CustomData, rec: dict[str, Any], where: str, *, labelled: bool, guid: str) -> Example:
+    """One row as an example (``meta`` filled by the caller); raises `TaskDataError` naming ``where``."""
+    field = functools.partial(_field, rec, where)
+    texts: list[str] = []
+    for column in (data.text_column, data.text_pair_column):
+        if column is None:
+            continue
+        text = field(column)
+        if not isinstance(text, str):
+            raise TaskDataError(f"{where}: field {column!r} is not text: {text!r}")
+        texts.append(text)
+    label: Any = None
+    if labelled or data.label_column in rec:
+        label = _label(data, field(data.label_column), where, labelled=labelled)
+    if data.id_column:
+        guid = str(field(data.id_column))
+    return Example(guid, tuple(texts), label)
+
+
+def read_file(
+    data: CustomData, path: Path, *, labelled: bool, split: str, skipped: list[str] | None = None
+) -> list[Example]:
+    """Examples of one file; unlabelled files (test) may lack the label column or leave it empty.
+
+    Args:
+        skipped: with ``data.skip_bad_rows``, the error of each skipped row is appended to it.
+
+    Raises:
+        TaskDataError: a bad row (see the module docstring), naming file and line; with
+            ``data.skip_bad_rows`` such rows are skipped, counted and logged instead.
+    """
     examples = []
+    skipped = [] if skipped is None else skipped
+    before = len(skipped)
     for line, rec in read_records(path, data.format, data.columns):
         where = f"{path}:{line}"
-        field = functools.partial(_field, rec, where)
-        text = field(data.text_column)
-        if not isinstance(text, str):
-            raise TaskDataError(f"{where}: field {data.text_column!r} is not text: {text!r}")
-        texts: tuple[str, ...] = (text,)
-        if data.text_pair_column:
-            pair = field(data.text_pair_column)
-            if not isinstance(pair, str):
-                raise TaskDataError(f"{where}: field {data.text_pair_column!r} is not text: {pair!r}")
-            texts = (text, pair)
-        label: Any = None
-        if labelled or data.label_column in rec:
-            raw = field(data.label_column)
-            if data.regression:
-                try:
-                    label = float(raw)
-                except (TypeError, ValueError):
-                    raise TaskDataError(f"{where}: {data.label_column} {raw!r} is not a number") from None
-            else:
-                label = _label_string(raw)
-        guid = str(field(data.id_column)) if data.id_column else f"{split}-{line}"
-        examples.append(Example(guid, texts, label, {"file": str(path), "line": line}))
+        try:
+            ex = _example(data, rec, where, labelled=labelled, guid=f"{split}-{line}")
+        except TaskDataError as e:
+            if not data.skip_bad_rows:
+                raise
+            skipped.append(str(e))
+            continue
+        ex.meta.update(file=str(path), line=line)
+        examples.append(ex)
+    n_skipped = len(skipped) - before
+    if n_skipped:
+        logger.warning(
+            "%s: skipped %d bad row(s) of %d (--skip-bad-rows); the first: %s",
+            path, n_skipped, n_skipped + len(examples), skipped[before],
+        )  # fmt: skip
     return examples
 
 
@@ -179,6 +237,8 @@ class CustomTask(ClassificationTask):
     def __init__(self, data: CustomData, metrics: Sequence[str] | None = None) -> None:
         self.data = data
         self._cache: dict[str, list[Example]] = {}
+        self.skipped_rows: dict[str, int] = {}
+        """File -> rows skipped by ``data.skip_bad_rows`` (kept in task.json)."""
         labels: tuple[str, ...] | None = None
         if not data.regression:
             labels = data.labels if data.labels is not None else self._infer_labels()
@@ -200,8 +260,15 @@ class CustomTask(ClassificationTask):
         if "_all" not in self._cache:
             if self.data.train is None:
                 raise TaskDataError("no training file given (--train)")
-            self._cache["_all"] = read_file(self.data, self.data.train, labelled=True, split="train")
+            self._cache["_all"] = self._read_file(self.data.train, labelled=True, split="train")
         return self._cache["_all"]
+
+    def _read_file(self, path: Path, *, labelled: bool, split: str) -> list[Example]:
+        skipped: list[str] = []
+        examples = read_file(self.data, path, labelled=labelled, split=split, skipped=skipped)
+        if skipped:
+            self.skipped_rows[str(path)] = len(skipped)
+        return examples
 
     def _infer_labels(self) -> tuple[str, ...]:
         if self.data.train is None:
@@ -229,7 +296,14 @@ class CustomTask(ClassificationTask):
         """The held-out split of the training file (None when a dev file is given)."""
         if self.data.dev is not None:
             return None
-        return holdout_split(len(self._all_train()), self.data.dev_fraction, self.data.split_seed)
+        n = len(self._all_train())
+        train, dev = holdout_split(n, self.data.dev_fraction, self.data.split_seed)
+        if not train or not dev:
+            raise TaskDataError(
+                f"{self.data.train}: holding out {self.data.dev_fraction} of {n} examples leaves "
+                f"{len(train)} to train on and {len(dev)} for dev; give --dev or another --dev-fraction"
+            )
+        return train, dev
 
     def _read(self, split: str) -> list[Example]:
         if split in self._cache:
@@ -244,11 +318,11 @@ class CustomTask(ClassificationTask):
             self._cache[split] = self._all_train()
         elif split == "dev":
             assert self.data.dev is not None
-            self._cache[split] = read_file(self.data, self.data.dev, labelled=True, split="dev")
+            self._cache[split] = self._read_file(self.data.dev, labelled=True, split="dev")
         elif split == "test":
             if self.data.test is None:
                 raise FileNotFoundError("no test file given (--test)")
-            self._cache[split] = read_file(self.data, self.data.test, labelled=False, split="test")
+            self._cache[split] = self._read_file(self.data.test, labelled=False, split="test")
         else:
             raise KeyError(f"unknown split {split!r}; custom data has train, dev, test")
         examples = self._cache[split]
@@ -278,6 +352,8 @@ class CustomTask(ClassificationTask):
                 "num_train": len(idx[0]),
                 "num_dev": len(idx[1]),
             }
+        if self.skipped_rows:
+            info["skipped_rows"] = dict(self.skipped_rows)
         return info
 
 
@@ -315,6 +391,12 @@ def cli_arguments(parser: Any, mode: str) -> None:
         "--metrics", help="comma-separated metrics (default: accuracy; pearson,spearman for regression)"
     )
     g.add_argument("--name", default="custom", help="task name used in reports")
+    g.add_argument(
+        "--skip-bad-rows",
+        action="store_true",
+        help="skip (and count) rows with an empty label, a missing field or a non-numeric target instead "
+        "of stopping at the first with an error naming its file:line",
+    )
 
 
 def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTask, FinetuneConfig]:
@@ -336,6 +418,7 @@ def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTa
         dev_fraction=args.dev_fraction,
         split_seed=args.split_seed,
         name=args.name,
+        skip_bad_rows=args.skip_bad_rows,
     )
     metrics = tuple(args.metrics.split(",")) if args.metrics else None
     return CustomTask(data, metrics), CUSTOM_PRESET
