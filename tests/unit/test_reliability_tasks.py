@@ -1,18 +1,21 @@
 """Issue 15, the fine-tuning side: bad input fails loudly, naming the file and line, instead of a wrong
 result with exit 0.
 
-* item 3: an empty label cell is an error (or a counted skip with --skip-bad-rows), never a class ''.
+* item 3: an empty label cell is an error (or a counted skip with --skip-bad-rows), never a class '';
+* item 8: hyperparameter limits checked up front (`FinetuneConfig.validate`), one per bad field.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 from pathlib import Path
 
 import pytest
 
-from albert.tasks.base import TaskDataError
+from albert.config import AlbertConfig
+from albert.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError
 from albert.tasks.custom import CustomData, CustomTask
 
 
@@ -61,3 +64,26 @@ def test_a_holdout_that_leaves_no_dev_example_is_an_error(tmp_path: Path) -> Non
         TaskDataError, match=r"holding out 0.1 of 3 examples leaves 3 to train on and 0 for dev"
     ):
         CustomTask(CustomData(train=f)).read("train")
+
+
+# ---------------------------------------------------------------------------------------- item 8: limits
+def test_validate_names_every_bad_field() -> None:
+    model = AlbertConfig.from_preset("albert-tiny")
+    FinetuneConfig(max_seq_length=128).validate(model)  # fits
+    bad = FinetuneConfig(
+        batch_size=0, train_steps=0, learning_rate=math.nan, max_seq_length=100000, warmup_fraction=-0.5,
+        eval_every=0, optimizer="sgd", adam_epsilon=0.0, classifier_dropout=1.0, epochs=math.inf,
+    )  # fmt: skip
+    with pytest.raises(FinetuneConfigError) as e:
+        bad.validate(model)
+    reasons = dict(e.value.problems)
+    assert set(reasons) == {
+        "batch_size", "train_steps", "learning_rate", "max_seq_length", "warmup_fraction", "eval_every",
+        "optimizer", "adam_epsilon", "classifier_dropout", "epochs",
+    }  # fmt: skip
+    assert reasons["max_seq_length"] == "must be at most 128, the model's max_position_embeddings, got 100000"
+    assert reasons["learning_rate"] == "must be a finite number, got nan"
+    assert reasons["batch_size"] == "must be at least 1, got 0"
+    assert "one of lamb, adamw, adamw_original" in reasons["optimizer"]
+    with pytest.raises(FinetuneConfigError, match="batch_size: expected an integer, got 3.5"):
+        FinetuneConfig(batch_size=3.5).validate()  # type: ignore[arg-type]

@@ -49,6 +49,14 @@ class ModelDirError(ValueError):
     """A model directory that cannot be used for fine-tuning or prediction; the message says why."""
 
 
+class FinetuneConfigError(ValueError):
+    """Fine-tuning hyperparameters that cannot work; one ``(field, reason)`` per bad field in ``problems``."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{name}: {reason}" for name, reason in self.problems))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Examples and hyperparameters
 @dataclass
@@ -117,6 +125,73 @@ class FinetuneConfig:
     fp32 (albert.train.precision)."""
     device: str | None = None
     """cpu | cuda | cuda:N; null: a GPU when there is one."""
+
+    def validate(self, model_config: Any = None) -> None:
+        """Check every field before anything is read or built: types, finite numbers, ranges, names, and
+        with ``model_config`` (an `AlbertConfig`) a ``max_seq_length`` the position table holds.
+
+        Raises:
+            FinetuneConfigError: listing each bad field with the reason, one per field.
+        """
+        from albert._fields import FieldError, coerce, field_types
+
+        problems: list[tuple[str, str]] = []
+        for name, tp in field_types(FinetuneConfig).items():
+            try:
+                coerce(getattr(self, name), tp, name)  # the type, and numbers finite
+            except FieldError as e:
+                problems.append((name, str(e).removeprefix(f"{name}: ")))
+        bad = {name for name, _ in problems}
+        for name, ok, need in self._range_rules(model_config):
+            value = getattr(self, name)
+            if name not in bad and value is not None and not ok(value):
+                problems.append((name, f"must be {need}, got {value!r}"))
+                bad.add(name)
+        if problems:
+            raise FinetuneConfigError(problems)
+
+    @staticmethod
+    def _range_rules(model_config: Any) -> list[tuple[str, Callable[[Any], bool], str]]:
+        """(field, test, what the test asks) for `validate`; a null value passes (where the type allows
+        it, null has a meaning of its own)."""
+        from albert.optim import OPTIMIZERS
+        from albert.train.config import PRECISIONS
+
+        def at_least(n: float) -> Callable[[Any], bool]:
+            return lambda v: v >= n
+
+        def fraction(v: float) -> bool:
+            return 0 <= v < 1
+
+        rules: list[tuple[str, Callable[[Any], bool], str]] = [
+            ("learning_rate", at_least(0), "at least 0"),
+            ("batch_size", at_least(1), "at least 1"),
+            ("train_steps", at_least(1), "at least 1 (or null: use epochs)"),
+            ("epochs", lambda v: v > 0, "greater than 0"),
+            ("warmup_steps", at_least(0), "at least 0"),
+            ("warmup_fraction", lambda v: 0 <= v <= 1, "between 0 and 1"),
+            ("max_seq_length", at_least(3), "at least 3 ([CLS], a token, [SEP])"),  # tasks.inputs
+            ("eval_batch_size", at_least(1), "at least 1"),
+            ("eval_every", at_least(1), "at least 1 (or null: once per epoch)"),
+            ("classifier_dropout", fraction, "in [0, 1)"),
+            ("encoder_dropout", fraction, "in [0, 1)"),
+            ("optimizer", lambda v: v in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
+            ("weight_decay", at_least(0), "at least 0"),
+            ("adam_epsilon", lambda v: v > 0, "greater than 0"),
+            ("max_grad_norm", lambda v: v > 0, "greater than 0"),
+            ("seed", at_least(0), "at least 0"),
+            ("precision", lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+        ]
+        if model_config is not None:
+            limit = int(model_config.max_position_embeddings)
+            rules.append(
+                (
+                    "max_seq_length",
+                    lambda v: v <= limit,
+                    f"at most {limit}, the model's max_position_embeddings",
+                )
+            )
+        return rules
 
     def replace(self, **changes: Any) -> FinetuneConfig:
         """A copy with ``changes``; None is a value like any other (``train_steps=None``: use epochs)."""

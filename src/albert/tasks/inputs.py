@@ -16,16 +16,14 @@ from albert.tasks.base import ModelDirError
 TOKENIZER_FILES: tuple[str, ...] = ("spiece.model", "vocab.txt")
 
 
-def load_model_tokenizer(model_dir: str | Path) -> Any:
-    """The tokenizer of a model directory, checked against the model's vocabulary.
+def read_model_config(model_dir: str | Path) -> Any:
+    """The `AlbertConfig` of a model directory.
 
     Raises:
-        ModelDirError: the directory or its config.json is missing, it has no tokenizer file
-            (``spiece.model`` or ``vocab.txt``), or the tokenizer's vocabulary size differs from the
-            model's ``vocab_size`` (ids would index the wrong, or no, embedding rows).
+        ModelDirError: the directory or its config.json is missing.
+        ConfigError: config.json does not describe a model (the message names the file and field).
     """
     from albert.config import AlbertConfig
-    from albert.tokenizer import load_tokenizer
 
     path = Path(model_dir)
     if not path.is_dir():
@@ -35,12 +33,26 @@ def load_model_tokenizer(model_dir: str | Path) -> Any:
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ModelDirError(f"{path}: no config.json; is this a model directory?")
+    return AlbertConfig.from_json(config_file)
+
+
+def load_model_tokenizer(model_dir: str | Path) -> Any:
+    """The tokenizer of a model directory, checked against the model's vocabulary.
+
+    Raises:
+        ModelDirError: the directory or its config.json is missing, it has no tokenizer file
+            (``spiece.model`` or ``vocab.txt``), or the tokenizer's vocabulary size differs from the
+            model's ``vocab_size`` (ids would index the wrong, or no, embedding rows).
+    """
+    from albert.tokenizer import load_tokenizer
+
+    path = Path(model_dir)
+    config = read_model_config(path)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelDirError(
             f"{path}: no tokenizer in the model directory (looked for {' or '.join(TOKENIZER_FILES)}); "
             "copy the SentencePiece model / WordPiece vocab the checkpoint was trained with into it"
         )
-    config = AlbertConfig.from_json(config_file)
     tokenizer = load_tokenizer(path)
     if tokenizer.vocab_size != config.vocab_size:
         raise ModelDirError(
