@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from albert.optim._checks import check_finite
 from albert.optim.lamb import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_WEIGHT_DECAY, Lamb
 from albert.optim.param_groups import ORIGINAL_EXCLUDE_PATTERNS, excluded_parameter_names, param_groups
 from albert.optim.schedules import WarmupPolyDecay, build_scheduler
@@ -55,7 +56,11 @@ def build_optimizer(
         betas, eps: Adam moments and epsilon (original: 0.9, 0.999, 1e-6).
         exclude_patterns: name patterns excluded from weight decay (and from LAMB's trust ratio).
         fused: for ``adamw``, use the fused kernel (default: on CUDA).
+
+    Raises:
+        ValueError: an unknown ``name``, or a hyperparameter that is NaN or infinite.
     """
+    check_finite(name, lr=lr, weight_decay=weight_decay, beta1=betas[0], beta2=betas[1], eps=eps)
     groups = param_groups(model, weight_decay, exclude_patterns)
     if not groups:
         raise ValueError("build_optimizer: the model has no trainable parameters")

@@ -29,6 +29,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from albert.optim._checks import check_finite
+
 # Defaults of the original create_optimizer (optimization.py): beta_1 0.9, beta_2 0.999, epsilon 1e-6,
 # weight_decay_rate 0.01.
 DEFAULT_BETAS = (0.9, 0.999)
@@ -61,6 +63,7 @@ class Lamb(torch.optim.Optimizer):
         adapt: bool = True,
         foreach: bool = True,
     ) -> None:
+        check_finite("Lamb", lr=lr, beta1=betas[0], beta2=betas[1], eps=eps, weight_decay=weight_decay)
         if lr < 0.0:
             raise ValueError(f"Lamb: lr must be >= 0 (got {lr})")
         if not (0.0 <= betas[0] < 1.0 and 0.0 <= betas[1] < 1.0):
@@ -71,6 +74,10 @@ class Lamb(torch.optim.Optimizer):
             raise ValueError(f"Lamb: weight_decay must be >= 0 (got {weight_decay})")
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=adapt, foreach=foreach)
         super().__init__(params, defaults)
+        for i, group in enumerate(self.param_groups):  # a group may set its own values
+            check_finite(
+                f"Lamb param group {i}", lr=group["lr"], eps=group["eps"], weight_decay=group["weight_decay"]
+            )
 
     @torch.no_grad()
     def step(self, closure: Callable[[], float] | None = None) -> float | None:  # type: ignore[override]

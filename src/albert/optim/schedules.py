@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from albert.optim._checks import check_finite
+
 
 @dataclass
 class WarmupPolyDecay:
@@ -45,6 +47,7 @@ class WarmupPolyDecay:
     start_warmup_step: int = 0
 
     def __post_init__(self) -> None:
+        check_finite("schedule", power=self.power)
         if self.total_steps <= 0:
             raise ValueError(f"schedule: total_steps must be positive (got {self.total_steps})")
         if self.warmup_steps < 0:

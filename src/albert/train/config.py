@@ -27,6 +27,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,7 +101,10 @@ class TrainerConfig:
         need(self.keep_last >= 1, "keep_last", "must be >= 1")
         need(self.best_mode in ("max", "min"), "best_mode", "must be 'max' or 'min'")
         need(self.max_bad_steps >= 0, "max_bad_steps", "must be >= 0")
-        need(self.max_grad_norm is None or self.max_grad_norm > 0, "max_grad_norm", "must be > 0 or None")
+        # finite too: NaN fails every comparison and inf passes "> 0" (None says "no clipping" / "no budget")
+        for name in ("max_grad_norm", "max_time_s"):
+            value = getattr(self, name)
+            need(value is None or math.isfinite(value) and value > 0, name, "must be finite and > 0, or None")
 
 
 # ---------------------------------------------------------------------------------------------- pretraining
@@ -221,12 +226,28 @@ class PretrainConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    def with_absolute_paths(self) -> PretrainConfig:
+        """A copy whose `PATH_FIELDS` are absolute: run_config.json stores them so, and a resumed run finds
+        its data and tokenizer from any working directory."""
+        out = copy.deepcopy(self)
+        for section, name in PATH_FIELDS:
+            value = getattr(getattr(out, section), name)
+            if value:
+                setattr(getattr(out, section), name, os.path.abspath(value))
+        return out
+
     @classmethod
     def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> PretrainConfig:
         return apply_dict(cls(), raw, source)
 
     def validate(self) -> None:
         """Cross-field checks; each message names the field."""
+        # a config built in code skips coerce's finite check, and NaN / inf pass the range checks below
+        for section, cls in SECTIONS.items():
+            for name in field_types(cls):
+                value = getattr(getattr(self, section), name)
+                if isinstance(value, float) and not math.isfinite(value):
+                    raise ConfigError(f"{section}.{name} must be a finite number (got {value})")
         r, s = self.run, self.schedule
         if r.global_batch_size < 1:
             raise ConfigError("run.global_batch_size must be >= 1")
@@ -291,6 +312,15 @@ class PretrainConfig:
 class ConfigError(ValueError):
     """A bad run configuration; the message names the field (and file)."""
 
+
+# The fields naming files or directories, relative to the working directory of the run that was given them.
+PATH_FIELDS = (
+    ("model", "init_from"),
+    ("data", "data_dir"),
+    ("data", "eval_data_dir"),
+    ("data", "tokenizer"),
+    ("run", "run_dir"),
+)
 
 SECTIONS: dict[str, type] = {
     "model": ModelOptions,

@@ -18,6 +18,7 @@ from torch import nn
 from albert._io import atomic_write_dir, atomic_write_json
 from albert.model import AlbertForPreTraining
 from albert.model.heads import IGNORE_INDEX
+from albert.train import checkpoint as ckpt_io
 from albert.train.config import ConfigError, PretrainConfig
 from albert.train.distributed import DistInfo
 from albert.train.trainer import Trainer, TrainResult
@@ -243,11 +244,13 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
     )
     if info.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "run_config.json", cfg.to_dict(), indent=2)
+        atomic_write_json(run_dir / "run_config.json", cfg.with_absolute_paths().to_dict(), indent=2)
         _log_start(cfg, model, info, (micro, accum, seq), tcfg.max_steps)
     result = trainer.fit(batches, resume=resume)
     if info.is_main and result.last_checkpoint and result.stop_reason in ("max_steps", "time_limit"):
-        # the final model directory, written next to its place and renamed over the previous one
+        # the final model directory, written next to its place and renamed over the previous one; never
+        # with NaN / inf weights (the checkpoints refuse them too)
+        ckpt_io.check_finite(model, run_dir / "model")
         final = atomic_write_dir(run_dir / "model", lambda d: model.save_pretrained(d, tokenizer=tokenizer))
         logger.info("model directory: %s", final)
     return result

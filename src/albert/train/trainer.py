@@ -423,11 +423,15 @@ class Trainer:
             f"training stopped: {self.bad_steps} consecutive steps with a non-finite loss or gradient "
             f"(max_bad_steps={cfg.max_bad_steps}) at step {self.step}. The model was not updated by those steps"
         )
-        if self.run_dir is not None:
+        bad = ckpt_io.first_non_finite(self.model, self.optimizer)
+        if self.run_dir is None:
+            msg += "; no run_dir, so nothing was saved"
+        elif bad is None:
             path = self.save()
             msg += f"; the last good state is saved in {path}"
-        else:
-            msg += "; no run_dir, so nothing was saved"
+        else:  # an earlier update made the weights non-finite: this state is not good, keep the last one
+            last = self.last_checkpoint or "none (no checkpoint yet)"
+            msg += f". {bad} holds NaN or infinite values, so no checkpoint was written; the last good one is {last}"
         msg += ". Lower the learning rate, check the data, or use bf16 instead of fp16."
         raise TrainingDiverged(msg)
 
