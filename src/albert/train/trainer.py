@@ -227,13 +227,15 @@ class Trainer:
         warmup_steps: int = 0,
         optimizer: str = "adamw",
         weight_decay: float = 0.01,
+        eps: float = 1e-6,
         power: float = 1.0,
         config: TrainerConfig | None = None,
         **kwargs: Any,
     ) -> Trainer:
         """A trainer with ``optimizer`` (AdamW by default) and linear warmup + linear decay to 0 at
-        ``total_steps`` (original run_classifier.py / run_squad / run_race use create_optimizer this way).
-        Keyword arguments go to `Trainer` (run_dir, eval_fn, on_save, ...)."""
+        ``total_steps`` (original run_classifier.py / run_squad / run_race use create_optimizer this way;
+        its AdamWeightDecayOptimizer has epsilon 1e-6). Keyword arguments go to `Trainer` (run_dir, eval_fn,
+        on_save, ...)."""
         from albert.optim import build_optimizer, build_scheduler
 
         config = config or TrainerConfig(max_steps=total_steps)
@@ -241,7 +243,7 @@ class Trainer:
         if device is None:
             device = pick_device(config.device)
         model.to(device)
-        opt = build_optimizer(model, optimizer, lr, weight_decay=weight_decay)
+        opt = build_optimizer(model, optimizer, lr, weight_decay=weight_decay, eps=eps)
         sched = build_scheduler(opt, total_steps=total_steps, warmup_steps=warmup_steps, power=power)
         return cls(model, opt, sched, config, **kwargs)
 
