@@ -225,6 +225,26 @@ def test_collate_pads_dynamically():
     assert batch["start_positions"].tolist() == [5, 4] and batch["is_impossible"].tolist() == [0.0, 0.0]
 
 
+def test_each_head_gets_only_the_inputs_its_forward_names():
+    """The span head has no p_mask / is_impossible: given them, a model that refuses unknown inputs
+    (issue 15 item 12) fails, and one that swallows them hides a mistake."""
+    import inspect
+
+    from albert.model import AlbertForQuestionAnswering
+    from albert.model.squad_head import AlbertForSquadV2
+    from albert.tasks.squad import SquadTask
+
+    feats, _ = S.featurize(
+        [_example("abcdef", "q", "cd")], _CharTokenizer(), max_seq_length=32, max_query_length=8
+    )
+    for head, cls in (("span", AlbertForQuestionAnswering), ("verifier", AlbertForSquadV2)):
+        batch = SquadTask("2.0", head=head).collate([{"squad": f} for f in feats])
+        params = inspect.signature(cls.forward).parameters.values()
+        named = {p.name for p in params if p.kind is not p.VAR_KEYWORD}
+        assert set(batch) <= named, (head, set(batch) - named)
+        assert ("p_mask" in batch) == (head == "verifier")
+
+
 # ------------------------------------------------------------------------------------------ bad input
 def test_malformed_json_names_file_line_and_column(tmp_path):
     p = tmp_path / "bad.json"

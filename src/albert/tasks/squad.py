@@ -62,6 +62,9 @@ PRESETS: dict[str, FinetuneConfig] = {
 }
 
 
+VERIFIER_ONLY_INPUTS = ("p_mask", "is_impossible")
+"""Batch keys (`albert.tasks.squad_data.collate`) that only the answer-verifier head reads."""
+
 HEADS = ("verifier", "span")
 """SQuAD 2.0 heads: ALBERT's answer verifier (`albert.model.squad_head`) or the BERT-style span head with
 the [CLS] null score."""
@@ -154,7 +157,10 @@ class SquadTask(Task):
         ]
 
     def collate(self, features: Sequence[Any], pad_id: int = 0, pad_to: int | None = None) -> dict[str, Any]:
-        return collate([f["squad"] for f in features], pad_id, pad_to=pad_to)
+        batch = collate([f["squad"] for f in features], pad_id, pad_to=pad_to)
+        if self.head == "span":  # the BERT-style span head takes neither (the null score is [CLS]'s)
+            batch = {k: v for k, v in batch.items() if k not in VERIFIER_ONLY_INPUTS}
+        return batch
 
     # ------------------------------------------------------------------------------------ model
     def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
