@@ -44,7 +44,8 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   grad_norm, tokens_per_s, tokens, elapsed_s; and per evaluation: step + eval metrics),
   ``RUN_DIR/tb/`` (TensorBoard, when installed), ``RUN_DIR/checkpoints/``, ``RUN_DIR/result.json``.
 * Non-finite loss: the step is skipped with a warning (the model is not updated); after
-  ``max_bad_steps`` in a row the current (last good) state is saved and `TrainingDiverged` is raised.
+  ``max_bad_steps`` in a row the current (last good) state is saved and `TrainingDiverged` is raised (if an
+  earlier update left NaN / inf weights, nothing is written and the error names the last good checkpoint).
   With fp16 a gradient overflow only lowers the loss scale (as `torch.amp.GradScaler` intends).
 * SIGINT / SIGTERM: the current step finishes, a checkpoint is written, ``fit`` returns with
   ``stop_reason`` ``"signal"`` (a second Ctrl-C interrupts at once). ``max_time_s`` does the same on a
