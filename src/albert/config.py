@@ -48,6 +48,27 @@ class ConfigError(ValueError):
     """A configuration that cannot work; the message names the field."""
 
 
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The JSON object of a configuration file (``config.json``, ``albert_config.json``).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ConfigError: not UTF-8 JSON, or not an object; the message names the file (and line).
+    """
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"config file not found: {path}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    return raw
+
+
 @dataclass(frozen=True)
 class AlbertConfig:
     """ALBERT / BERT architecture. Field names follow the released ``albert_config.json``."""
@@ -258,6 +279,8 @@ class AlbertConfig:
         ):
             # A BERT config: no factorization, no sharing.
             kwargs["model_type"] = "bert"
+            if "hidden_size" not in d:
+                raise ConfigError(f"{source}: no field 'hidden_size' (a BERT config has no default for it)")
             kwargs["embedding_size"] = d["hidden_size"]
             kwargs["sharing"] = d.get("sharing", "none")
             kwargs["num_hidden_groups"] = d.get("num_hidden_groups", d.get("num_hidden_layers", 12))
@@ -287,18 +310,8 @@ class AlbertConfig:
 
     @classmethod
     def from_json(cls, path: str | Path) -> AlbertConfig:
-        path = Path(path)
-        try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise FileNotFoundError(f"config file not found: {path}") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(
-                f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})"
-            ) from None
-        if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a JSON object")
-        return cls.from_dict(raw, source=str(path))
+        """Read a config file (see `from_dict`); errors name the file."""
+        return cls.from_dict(read_config_file(path), source=str(path))
 
     def save_json(self, path: str | Path) -> None:
         """Write `to_hf_dict` as ``config.json`` (atomically)."""

@@ -8,6 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from albert._io import TMP_PREFIX
 from albert.config import AlbertConfig, ConfigError
 from albert.convert.hf import CheckpointError
 from albert.model import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
@@ -114,4 +115,4 @@ def test_save_is_atomic_on_failure(saved, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         m.save_pretrained(saved)
     assert (saved / "model.safetensors").read_bytes() == before
-    assert not [p for p in saved.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in saved.iterdir() if p.name.startswith(TMP_PREFIX)]

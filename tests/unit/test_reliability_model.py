@@ -4,11 +4,22 @@ an output directory."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 import torch
+from safetensors.torch import load_file, save_file
 
-from albert.config import AlbertConfig
-from albert.model import HEADS, AlbertForPreTraining, PreTrainedModule
+from albert.config import AlbertConfig, ConfigError
+from albert.convert.hf import CheckpointError, load_model
+from albert.model import (
+    HEADS,
+    AlbertForPreTraining,
+    AlbertForSequenceClassification,
+    AlbertModel,
+    PreTrainedModule,
+)
 
 EXTRA = {"classification": {"num_labels": 3}}
 
@@ -42,3 +53,109 @@ def test_pretraining_batch_with_a_misspelled_label_key_does_not_train_on_sop_alo
     batch["mlm_labels"] = batch.pop("masked_lm_labels")
     out = model(**batch)
     torch.testing.assert_close(out["loss"], out["mlm_loss"] + out["sop_loss"])
+
+
+# ----------------------------------------------------------------- item 9: damaged model directories
+@pytest.fixture
+def saved(tmp_path: Path) -> Path:
+    AlbertForPreTraining(_tiny()).save_pretrained(tmp_path)
+    return tmp_path
+
+
+def _edit(path: Path, fn) -> None:  # noqa: ANN001
+    state = load_file(str(path / "model.safetensors"))
+    fn(state)
+    save_file(state, str(path / "model.safetensors"), metadata={"format": "pt"})
+
+
+def test_truncated_safetensors_names_the_file_and_the_tensors_cut_off(saved: Path) -> None:
+    weights = saved / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:-10])  # the last tensor in the file loses its last bytes
+    with pytest.raises(CheckpointError) as e:
+        AlbertForPreTraining.from_pretrained(saved)
+    message = str(e.value)
+    assert message.startswith(f"{weights}: cannot read weights")
+    assert f"truncated: {len(data) - 10} bytes" in message and "past the end of the file" in message
+    header = json.loads(data[8 : 8 + int.from_bytes(data[:8], "little")])
+    last = max((k for k in header if k != "__metadata__"), key=lambda k: header[k]["data_offsets"][1])
+    assert f"tensor {last} past the end" in message
+
+
+@pytest.mark.parametrize("shape", [(16, 32), (32, 16)])
+def test_fused_qkv_part_of_the_wrong_shape_is_named(saved: Path, shape: tuple[int, int]) -> None:
+    """Was a raw ``torch.cat`` RuntimeError (32, 16), or a message naming only the concatenation (16, 32)."""
+    key = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.key.weight"
+    _edit(saved, lambda s: s.__setitem__(key, torch.zeros(shape)))
+    with pytest.raises(CheckpointError) as e:
+        AlbertForPreTraining.from_pretrained(saved)
+    message = str(e.value)
+    assert message.startswith(f"{saved / 'model.safetensors'}: tensor '{key}' has shape {shape}")
+    assert (
+        "one of the 3 row blocks of the model's 'albert.encoder.attention.0.qkv.weight' (96, 32)" in message
+    )
+    assert "needs (32, 32)" in message
+
+
+def test_integer_tensor_is_not_cast_silently(saved: Path) -> None:
+    _edit(saved, lambda s: s.__setitem__("albert.pooler.weight", torch.ones(32, 32, dtype=torch.int32)))
+    with pytest.raises(CheckpointError, match=r"'albert.pooler.weight' is torch.int32, not a floating"):
+        AlbertForPreTraining.from_pretrained(saved)
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"\xff\xfe\x00garbage", r"not UTF-8 text \(byte 0\)"),
+        (b'{"hidden_size": 32,\n', r"not valid JSON \(line 2"),
+    ],
+)
+def test_unreadable_config_json_names_the_file(saved: Path, content: bytes, reason: str) -> None:
+    (saved / "config.json").write_bytes(content)
+    with pytest.raises(ConfigError, match=rf"config.json: {reason}"):
+        AlbertModel.from_pretrained(saved)
+
+
+def test_bert_config_without_hidden_size_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match=r"bert_config.json: no field 'hidden_size'"):
+        AlbertConfig.from_dict({"model_type": "bert", "num_hidden_layers": 2}, source="bert_config.json")
+
+
+# ------------------------------------------------------------ item 5: a model without its task head
+def test_require_head_refuses_a_model_dir_without_the_task_head(saved: Path) -> None:
+    with pytest.raises(CheckpointError) as e:
+        AlbertForSequenceClassification.from_pretrained(saved, num_labels=3, require_head=True)
+    message = str(e.value)
+    assert message.startswith(
+        f"{saved / 'model.safetensors'}: no tensor for classifier.weight, classifier.bias"
+    )
+    assert "AlbertForSequenceClassification head" in message
+    # without it (fine-tuning from a pretrained model), the head is initialized, as before
+    assert AlbertForSequenceClassification.from_pretrained(saved, num_labels=3).num_labels == 3
+
+
+def test_require_head_accepts_a_complete_model_dir(tmp_path: Path) -> None:
+    tuned = AlbertForSequenceClassification(_tiny(), num_labels=3)
+    tuned.save_pretrained(tmp_path)
+    back = load_model(tmp_path, require_head=True)
+    assert isinstance(back, AlbertForSequenceClassification)
+    torch.testing.assert_close(back.classifier.weight, tuned.classifier.weight, atol=0, rtol=0)
+
+
+def test_require_head_in_the_native_layout(tmp_path: Path) -> None:
+    """Partial sharing is saved under our own names; the rule is the same."""
+    config = AlbertConfig.from_preset("albert-tiny", sharing="ffn")
+    AlbertForSequenceClassification(config, num_labels=2).save_pretrained(tmp_path / "tuned")
+    AlbertForSequenceClassification.from_pretrained(tmp_path / "tuned", require_head=True)
+    AlbertModel(config).save_pretrained(tmp_path / "encoder")
+    with pytest.raises(CheckpointError, match=r"no tensor for classifier.weight, classifier.bias"):
+        AlbertForSequenceClassification.from_pretrained(tmp_path / "encoder", num_labels=2, require_head=True)
+
+
+def test_require_head_counts_the_pooler(saved: Path) -> None:
+    """The classifier reads the pooled output: an untrained pooler is as random as an untrained head."""
+    tuned = AlbertForSequenceClassification(_tiny(), num_labels=2)
+    tuned.save_pretrained(saved)
+    _edit(saved, lambda s: [s.pop(k) for k in ("albert.pooler.weight", "albert.pooler.bias")])
+    with pytest.raises(CheckpointError, match=r"no tensor for albert.pooler.weight, albert.pooler.bias"):
+        AlbertForSequenceClassification.from_pretrained(saved, require_head=True)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import torch
 
 from albert._io import atomic_write, atomic_write_text
-from albert.config import AlbertConfig, ConfigError
+from albert.config import AlbertConfig, ConfigError, read_config_file
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
 from albert.model import HEADS, PreTrainedModule, head_of
@@ -60,7 +60,9 @@ def read_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]
                 state.update(load_file(str(path / shard)))
             return state, {}, index
     except (SafetensorError, OSError, ValueError, KeyError) as e:
-        raise CheckpointError(f"{single if single.exists() else index}: cannot read weights: {e}") from None
+        bad = single if single.exists() else index
+        damage = _safetensors_damage(single) if bad == single else ""
+        raise CheckpointError(f"{bad}: cannot read weights: {e}{damage}") from None
     if pickle.exists():
         try:
             obj = torch.load(pickle, map_location="cpu", weights_only=True)
@@ -72,13 +74,37 @@ def read_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]
     raise CheckpointError(f"{path}: no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {PICKLE_NAME} found")
 
 
+def _safetensors_damage(path: Path) -> str:
+    """Why safetensors refuses ``path``, where the file itself tells: the tensors that its header places
+    beyond the end of a truncated file (empty when the header is unreadable too)."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            header_len = int.from_bytes(f.read(8), "little")  # safetensors: u64 LE header size, JSON header
+            if not 0 < header_len <= size - 8:
+                return ""
+            header = json.loads(f.read(header_len))
+        data_len = size - 8 - header_len
+        ends = {k: v["data_offsets"] for k, v in header.items() if k != "__metadata__"}  # [begin, end)
+        cut = [k for k in sorted(ends, key=lambda k: ends[k][0]) if ends[k][1] > data_len]
+    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
+        return ""
+    if not cut:
+        return ""
+    return f" (truncated: {size} bytes; tensor {_first_8(cut)} past the end of the file)"
+
+
+def _first_8(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
 def _read_config(path: Path) -> tuple[AlbertConfig, dict[str, Any]]:
     if not path.is_dir():
         raise FileNotFoundError(f"model directory not found: {path}")
     cfg_path = path / CONFIG_NAME
     if not cfg_path.exists():
         raise ConfigError(f"{path}: no {CONFIG_NAME} (not a model directory)")
-    raw = json.loads(cfg_path.read_text(encoding="utf-8"))
+    raw = read_config_file(cfg_path)
     return AlbertConfig.from_dict(raw, source=str(cfg_path)), raw
 
 
@@ -103,11 +129,26 @@ def load_model_dir(
     *,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    require_head: bool = False,
     **kwargs: Any,
 ) -> M:
     """Build ``cls`` from a model directory (see module docstring), `PreTrainedModule.from_pretrained`.
-    Keyword arguments are constructor arguments of ``cls`` (its ``extra_config_keys``) or AlbertConfig
-    fields to override."""
+
+    Args:
+        cls: the model class to build.
+        path: the model directory.
+        device, dtype: where and in which precision to put the model.
+        require_head: every tensor of ``cls`` must be in the checkpoint, the head's (and the pooler's)
+            included: a model directory without trained head weights is an error naming them instead
+            of a freshly initialized head (for prediction and evaluation; fine-tuning leaves it False).
+        **kwargs: constructor arguments of ``cls`` (its ``extra_config_keys``) or AlbertConfig fields
+            to override.
+
+    Raises:
+        FileNotFoundError: no such directory.
+        ConfigError: no or a bad ``config.json``.
+        CheckpointError: unreadable weights; a missing, unexpected or mis-shaped tensor (named).
+    """
     config, raw = _read_config(path)
     field_names = set(config.to_dict())
     overrides = {k: v for k, v in kwargs.items() if k in field_names}
@@ -129,6 +170,7 @@ def load_model_dir(
         new_state = _load_native(state, target, source)
     else:
         new_state = _load_hf(state, target, config, head_of(cls), source)
+    _report_missing(target, new_state, source, cls.__name__ if require_head else None)
     model.load_state_dict(new_state, strict=False)
     logger.info("loaded %s from %s (%d tensors)", cls.__name__, path, len(new_state))
     if device is not None or dtype is not None:
@@ -160,22 +202,30 @@ def load_model(
     *,
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
+    require_head: bool = False,
     **kwargs: Any,
 ) -> PreTrainedModule:
     """Load a model directory as the class its ``config.json`` names (see `model_class`), e.g. a
-    fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for ``from_pretrained``."""
+    fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for `load_model_dir`."""
     path = Path(path)
     _, raw = _read_config(path)
     cls = model_class(raw, str(path / CONFIG_NAME))
-    return load_model_dir(cls, path, device=device, dtype=dtype, **kwargs)
+    return load_model_dir(cls, path, device=device, dtype=dtype, require_head=require_head, **kwargs)
 
 
-def _check_shape(name: str, foreign: str, got: torch.Tensor, want: torch.Tensor, source: Path) -> None:
-    if tuple(got.shape) != tuple(want.shape):
+def _check_tensor(
+    foreign: str, got: torch.Tensor, want: tuple[int, ...], needed_by: str, source: Path
+) -> None:
+    """``got`` (the checkpoint's ``foreign``) must have the shape ``want`` that ``needed_by`` (our tensor,
+    in words) needs, and be a floating-point tensor (our parameters all are; an integer tensor would be
+    silently cast)."""
+    if tuple(got.shape) != want:
         raise CheckpointError(
-            f"{source}: tensor {foreign!r} has shape {tuple(got.shape)}, but the model's {name!r} "
-            f"needs {tuple(want.shape)} (config.json and weights disagree?)"
+            f"{source}: tensor {foreign!r} has shape {tuple(got.shape)}, but {needed_by} "
+            f"needs {want} (config.json and weights disagree?)"
         )
+    if not got.is_floating_point():
+        raise CheckpointError(f"{source}: tensor {foreign!r} is {got.dtype}, not a floating-point tensor")
 
 
 def _load_native(
@@ -194,23 +244,30 @@ def _load_native(
         elif not prefixed and key.startswith(keymap.OUR_BACKBONE_PREFIX):
             name = key[len(keymap.OUR_BACKBONE_PREFIX) :]
         if name in target:
-            _check_shape(name, key, tensor, target[name], source)
+            _check_tensor(key, tensor, tuple(target[name].shape), f"the model's {name!r}", source)
             out[name] = tensor
         else:
             logger.info("%s: tensor %r is not used by this model", source, key)
-    _report_missing(target, out, source)
     return out
 
 
-def _report_missing(target: dict[str, torch.Tensor], loaded: dict[str, torch.Tensor], source: Path) -> None:
-    """Missing encoder tensors are an error; a missing head (or pooler) is freshly initialized and logged."""
+def _report_missing(
+    target: dict[str, torch.Tensor],
+    loaded: dict[str, torch.Tensor],
+    source: Path,
+    require_head_of: str | None,
+) -> None:
+    """Missing encoder tensors are an error; a missing head (or pooler) is freshly initialized and logged,
+    or an error when ``require_head_of`` names the model class (``load_model_dir(require_head=True)``)."""
     missing = [k for k in target if k not in loaded]
     backbone = ("embeddings.", "encoder.", "albert.embeddings.", "albert.encoder.")
     backbone_missing = [k for k in missing if k.startswith(backbone)]
     if backbone_missing:
+        raise CheckpointError(f"{source}: no tensor for {_first_8(backbone_missing)}")
+    if missing and require_head_of is not None:
         raise CheckpointError(
-            f"{source}: no tensor for {', '.join(backbone_missing[:8])}"
-            + (f" and {len(backbone_missing) - 8} more" if len(backbone_missing) > 8 else "")
+            f"{source}: no tensor for {_first_8(missing)}: the weights of the {require_head_of} head are "
+            "not in the checkpoint (not a model fine-tuned for this task?)"
         )
     if missing:
         logger.info("%s: %s not in the checkpoint: freshly initialized", source, ", ".join(missing))
@@ -237,12 +294,16 @@ def _load_hf(
     for rule in rules:
         if rule.ours not in target or not all(t in foreign for t in rule.theirs):
             continue  # not in this model (e.g. no pooler), or absent: judged by _report_missing
+        want = tuple(target[rule.ours].shape)
+        n = len(rule.theirs)
+        needed_by = f"the model's {rule.ours!r}"
+        if n > 1:  # fused parts (q, k, v): each a block of want[0] // n rows, checked before concatenating
+            needed_by = f"as one of the {n} row blocks of {needed_by} {want}, it"
+            want = (want[0] // n, *want[1:])
+        for t in rule.theirs:
+            _check_tensor(foreign[t], state[foreign[t]], want, needed_by, source)
         parts = [state[foreign[t]] for t in rule.theirs]
-        tensor = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
-        _check_shape(
-            rule.ours, " + ".join(foreign[t] for t in rule.theirs), tensor, target[rule.ours], source
-        )
-        out[rule.ours] = tensor
+        out[rule.ours] = parts[0] if len(parts) == 1 else torch.cat(parts, dim=0)
         used.update(rule.theirs)
     leftover = [
         k
@@ -253,14 +314,12 @@ def _load_hf(
     unexpected = [foreign[k] for k in leftover if k not in head_names]
     if unexpected:
         raise CheckpointError(
-            f"{source}: unexpected tensor(s) {', '.join(unexpected[:8])}"
-            + (f" and {len(unexpected) - 8} more" if len(unexpected) > 8 else "")
-            + " (a different architecture, or config.json does not match the weights)"
+            f"{source}: unexpected tensor(s) {_first_8(unexpected)}"
+            " (a different architecture, or config.json does not match the weights)"
         )
     unused = [foreign[k] for k in leftover if k in head_names]
     if unused:
         logger.info("%s: tensor(s) not used by this model: %s", source, ", ".join(unused))
-    _report_missing(target, out, source)
     return out
 
 

@@ -73,19 +73,23 @@ class PreTrainedModule(nn.Module):
         *,
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
+        require_head: bool = False,
         **kwargs: Any,
     ) -> M:
         """Load a model directory: ours, a Hugging Face ALBERT one (AlbertModel / ForPreTraining /
         ForMaskedLM / ForSequenceClassification ...) or a Hugging Face BERT one (BertModel /
         ForPreTraining / ForMaskedLM ...). Heads missing from the checkpoint are freshly initialized and
-        logged; any other missing, unexpected or mis-shaped tensor is an error naming it.
+        logged (an error with ``require_head=True``, for prediction); any other missing, unexpected or
+        mis-shaped tensor is an error naming it.
 
         Keyword arguments are constructor arguments of the class (e.g. ``num_labels``) or AlbertConfig
         fields to override (e.g. ``hidden_dropout_prob=0.0``).
         """
         from albert.convert.hf import load_model_dir
 
-        return load_model_dir(cls, Path(path), device=device, dtype=dtype, **kwargs)
+        return load_model_dir(
+            cls, Path(path), device=device, dtype=dtype, require_head=require_head, **kwargs
+        )
 
     def save_pretrained(self, path: str | Path, tokenizer: Any = None) -> None:
         """Write a model directory (config.json + model.safetensors [+ tokenizer files]) that Hugging Face
