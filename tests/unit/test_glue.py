@@ -348,4 +348,5 @@ def test_glue_summary_of_run_directories(tmp_path: Path, capsys: pytest.CaptureF
     assert out["score"] == pytest.approx(0.7) and "sst2" in out["missing"]
     assert main(["evaluate", "glue", "--task", "all", "--model", str(tmp_path)]) == 0
     assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(0.7)
-    assert main(["evaluate", "glue", "--task", "all", "--model", str(tmp_path / "cola")]) == 2
+    assert main(["evaluate", "glue", "--task", "all", "--model", str(tmp_path / "cola")]) == 1
+    assert capsys.readouterr().err.startswith("albert evaluate: error: ")

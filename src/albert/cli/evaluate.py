@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+from albert.cli.errors import fail
+
 HELP = "evaluate a fine-tuned model (run directory or model directory) on a task split"
 DESCRIPTION = """Evaluate a fine-tuned model on a split and write its predictions.
 
@@ -20,7 +22,8 @@ DESCRIPTION = """Evaluate a fine-tuned model on a split and write its prediction
   albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
 
 --model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
-directory written by it. Unlabelled splits get predictions only."""
+directory written by it; one whose weights lack the task head is refused (the head would be random).
+Unlabelled splits get predictions only."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,22 +47,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from albert.cli.finetune import task_module
-    from albert.tasks.base import ModelDirError, TaskDataError, evaluate, model_predict_fn, write_jsonl
+    from albert.tasks.base import ModelDirError, evaluate, model_predict_fn, write_jsonl
     from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
-    from albert.train.distributed import pick_device
 
     summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
     if summary_hook is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
         try:
             summary = summary_hook(args)
-        except (FileNotFoundError, KeyError, ValueError) as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
+        except (ValueError, KeyError, OSError) as e:
+            return fail("evaluate", e)
         if summary is not None:
             print(json.dumps(summary, indent=2))
             return 0
     try:
+        if args.batch_size < 1:
+            raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
         # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
         tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
         task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
@@ -69,10 +72,9 @@ def run(args: argparse.Namespace) -> int:
             )
         examples = task.read(args.split)
         features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
-    except (TaskDataError, ModelDirError, ValueError, KeyError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    model = task.build_model(tuned.model_dir).to(pick_device(args.device))
+        model = tuned.load_model(args.device)  # refuses a model without its task head
+    except (ValueError, KeyError, OSError) as e:
+        return fail("evaluate", e)
     t0 = time.perf_counter()
     res = evaluate(
         task,

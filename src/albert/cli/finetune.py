@@ -19,9 +19,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import sys
+import math
 from typing import Any
 
+from albert.cli.errors import EXIT_ERROR, fail
 from albert.cli.options import add_dataclass_flags, given_values
 
 HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
@@ -32,7 +33,10 @@ DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT)
   albert finetune race --data-dir RACE_ROOT --init MODEL_DIR --output RUN_DIR
 
 The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
-checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics."""
+checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
+A non-empty --output is refused unless --resume (continue it) or --overwrite (replace it; the old run
+is kept aside until the new one has finished, and put back if it fails). Hyperparameters are checked
+before any data is read: each bad one is a line `albert finetune: error: --flag: reason`, exit 1."""
 
 # task command -> module with cli_arguments(parser, mode) and cli_task(args, info) (see module docstring)
 TASKS: dict[str, str] = {
@@ -90,8 +94,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         r.add_argument(
             "--no-test", action="store_true", help="do not predict the test split(s) after training"
         )
-        r.add_argument(
+        again = r.add_mutually_exclusive_group()
+        again.add_argument(
             "--resume", action="store_true", help="continue the run in --output from its last checkpoint"
+        )
+        again.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace the run in a non-empty --output (kept until the new run has finished; "
+            "without this flag or --resume, a non-empty --output is an error)",
         )
         r.add_argument(
             "--max-time", type=float, help="training time budget in seconds (then checkpoint and stop)"
@@ -103,16 +114,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.tasks.base import ModelDirError, TaskDataError
+    from albert.tasks.base import FinetuneConfigError
     from albert.tasks.finetune import finetune
+    from albert.tasks.inputs import read_model_config
+    from albert.tasks.rundir import check_output_dir
 
-    module = task_module(args.task_kind)
     try:
-        task, preset = module.cli_task(args)
-    except (TaskDataError, ValueError, KeyError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    cfg = resolve_config(preset, args)
+        if not args.print_config:  # before reading any data
+            check_output_dir(args.output, resume=args.resume, overwrite=args.overwrite, init=args.init)
+        _check_run_flags(args)
+        task, preset = task_module(args.task_kind).cli_task(args)
+        cfg = resolve_config(preset, args)
+        # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
+        cfg.validate(None if args.print_config else read_model_config(args.init))
+    except FinetuneConfigError as e:
+        for name, reason in e.problems:
+            fail("finetune", f"--{name.replace('_', '-')}: {reason}")
+        return EXIT_ERROR
+    except (ValueError, KeyError, OSError) as e:
+        return fail("finetune", e)
     if args.print_config:
         print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
         return 0
@@ -125,13 +145,13 @@ def run(args: argparse.Namespace) -> int:
             train_limit=args.train_limit,
             predict_test=not args.no_test,
             resume=args.resume,
+            overwrite=args.overwrite,
             max_time_s=args.max_time,
             progress_bar=not args.no_progress,
             random_init=args.random_init,
         )
-    except (TaskDataError, ModelDirError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    except (ValueError, KeyError, OSError) as e:
+        return fail("finetune", e)
     for which in ("best", "last"):
         rec = getattr(result, which)
         metrics = {k: v for k, v in rec.items() if isinstance(v, float)}
@@ -139,3 +159,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"{which:>4}: step {rec.get('step')}  {shown}  -> {rec.get('dir')}")
     print(f"report: {result.report_path}  (training {result.train_seconds:.0f} s)")
     return 0
+
+
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit and --max-time."""
+    if args.train_limit is not None and args.train_limit < 1:
+        raise ValueError(f"--train-limit: must be at least 1, got {args.train_limit}")
+    if args.max_time is not None and not (math.isfinite(args.max_time) and args.max_time > 0):
+        raise ValueError(f"--max-time: must be a positive number of seconds, got {args.max_time}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import io
+import codecs
 import json
 import sys
 from collections.abc import Iterable
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import atomic_write_text
+from albert.cli.errors import fail
 
 HELP = "predict labels (and probabilities) for text from a file or stdin with a fine-tuned model"
 DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per input line.
@@ -24,7 +25,12 @@ DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per inp
 
 Classification: {"text", "label", "probabilities": {label: p}}; regression: {"text", "score"};
 multiple choice: {"prediction": "B", "probabilities": [...]}; question answering: {"question", "answer"
-("" = no answer, SQuAD 2.0), "probability", "null_odds"}."""
+("" = no answer, SQuAD 2.0), "probability", "null_odds"}.
+
+Output line N answers input line N, always: a blank (or all-whitespace) input line gets the record
+{"line": N, "error": "empty input"} and the other lines their predictions (exit 0). Input that is not
+UTF-8 text (a binary file) is an error naming the line; so is a model directory whose weights lack the
+task head (it would predict at random)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,30 +58,75 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
 
 
-def _read(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
-    return Path(path).read_text(encoding="utf-8-sig")  # utf-8-sig: a BOM is not part of the first line
+EMPTY_INPUT = "empty input"
+"""The ``error`` of the record written for a blank input line."""
 
 
-def _records(text: str, fmt: str, source: str) -> tuple[list[dict[str, Any]], list[int]]:
-    """Input records and their line numbers; blank lines skipped. Text lines become ``{"_texts": fields}``
-    (split at tabs), the form every task's `Task.predict_examples` takes beside JSON objects."""
-    from albert._io import JsonlError, iter_jsonl
+def read_lines(path: str) -> tuple[list[str], str]:
+    """The lines of the input file (``-``: stdin), without their line ends, and its name for messages."""
+    source = "<stdin>" if path == "-" else path
+    if path != "-":
+        data = Path(path).read_bytes()
+    elif hasattr(sys.stdin, "buffer"):
+        data = sys.stdin.buffer.read()
+    else:  # a text stream standing in for stdin (tests, notebooks)
+        data = sys.stdin.read().encode("utf-8")
+    return decode_lines(data, source), source
+
+
+def decode_lines(data: bytes, source: str) -> list[str]:
+    """UTF-8 lines of ``data`` (a BOM dropped; split at ``\\n`` only, ``\\r\\n`` too, never at the other
+    characters `str.splitlines` treats as line breaks, so that line numbers are the editor's).
+
+    Raises:
+        TaskDataError: ``source:line: ...`` for a line that is not UTF-8 text or holds a NUL byte
+            (binary input).
+    """
     from albert.tasks.base import TaskDataError
 
-    lines = text.splitlines()
+    data = data.removeprefix(codecs.BOM_UTF8)
+    raw = data.split(b"\n")
+    if raw[-1] == b"":
+        raw.pop()  # the line end of the last line starts no new line
+    lines = []
+    for n, line in enumerate(raw, start=1):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TaskDataError(
+                f"{source}:{n}: not UTF-8 text (byte 0x{line[e.start]:02x} at byte {e.start + 1} of the line); "
+                "is the input a binary file?"
+            ) from None
+        if "\0" in text:
+            raise TaskDataError(
+                f"{source}:{n}: a NUL byte at column {text.index(chr(0)) + 1}; is the input a binary file?"
+            )
+        lines.append(text.removesuffix("\r"))
+    return lines
+
+
+def parse_lines(lines: list[str], fmt: str, source: str) -> list[tuple[int, dict[str, Any] | None]]:
+    """(line number, record) for every input line, None for a blank one. Text lines become
+    ``{"_texts": fields}`` (split at tabs), the form every task's `Task.predict_examples` takes beside
+    JSON objects."""
+    from albert._io import JsonlError, parse_json_line
+    from albert.tasks.base import TaskDataError
+
     first = next((ln for ln in lines if ln.strip()), "")
     if fmt == "auto":
         fmt = "jsonl" if source.endswith(".jsonl") or first.lstrip().startswith("{") else "text"
-    if fmt == "jsonl":
-        try:
-            pairs = list(iter_jsonl(io.StringIO(text), name=source))
-        except JsonlError as e:
-            raise TaskDataError(str(e)) from None
-        return [rec for _, rec in pairs], [n for n, _ in pairs]
-    numbered = [(n, line) for n, line in enumerate(lines, start=1) if line.strip()]
-    return [{"_texts": line.split("\t")} for _, line in numbered], [n for n, _ in numbered]
+    out: list[tuple[int, dict[str, Any] | None]] = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            out.append((n, None))
+        elif fmt == "jsonl":
+            try:
+                out.append((n, parse_json_line(line, f"{source}:{n}")))
+            except JsonlError as e:
+                raise TaskDataError(str(e)) from None
+        else:
+            out.append((n, {"_texts": line.split("\t")}))
+    return out
 
 
 def _write(rows: Iterable[dict[str, Any]], path: str) -> None:
@@ -87,35 +138,51 @@ def _write(rows: Iterable[dict[str, Any]], path: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.tasks.base import ModelDirError, TaskDataError, model_predict_fn, predict
-    from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
-    from albert.train.distributed import pick_device
 
     try:
+        if args.batch_size < 1:
+            raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
         tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
-        source = "<stdin>" if args.input == "-" else args.input
-        records, numbers = _records(_read(args.input), args.format, source)
+        lines, source = read_lines(args.input)
+        if not lines:
+            raise ValueError(f"{source}: no input")
+        numbered = parse_lines(lines, args.format, source)
+        given = [(n, rec) for n, rec in numbered if rec is not None]
         examples = tuned.task.predict_examples(
-            records, numbers, source, text_field=args.text_field, pair_field=args.pair_field
+            [rec for _, rec in given],
+            [n for n, _ in given],
+            source,
+            text_field=args.text_field,
+            pair_field=args.pair_field,
         )
-    except (TaskDataError, ModelDirError, FileNotFoundError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        model = tuned.load_model(args.device)  # refuses a model without its task head
+    except (ValueError, KeyError, OSError) as e:
+        return fail("predict", e)
+    predicted = _predict_rows(tuned, model, given, examples, args.batch_size)
+    # one output line per input line, in order: a blank line gets an error record, not a gap
+    _write([predicted.get(n, {"line": n, "error": EMPTY_INPUT}) for n, _ in numbered], args.output)
+    return 0
+
+
+def _predict_rows(
+    tuned: Any, model: Any, given: list[tuple[int, dict[str, Any]]], examples: list[Any], batch_size: int
+) -> dict[int, dict[str, Any]]:
+    """Line number -> output row, for the non-blank lines."""
+    from albert.tasks.base import model_predict_fn, predict
+    from albert.tasks.inputs import pad_id_of
+
     if not examples:
-        print("error: no input", file=sys.stderr)
-        return 2
+        return {}
     task = tuned.task
     features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
-    model = task.build_model(tuned.model_dir).to(pick_device(args.device))
     outputs = predict(
-        task, features, model_predict_fn(model), batch_size=args.batch_size, pad_id=pad_id_of(tuned.tokenizer)
+        task, features, model_predict_fn(model), batch_size=batch_size, pad_id=pad_id_of(tuned.tokenizer)
     )
     preds = task.postprocess(outputs, examples, features)
-    rows = []
-    for rec, ex, p in zip(records, examples, preds):
+    rows: dict[int, dict[str, Any]] = {}
+    for (n, rec), ex, p in zip(given, examples, preds):
         row: dict[str, Any] = {"id": rec["id"]} if "id" in rec else {}
         row.update(task.output_row(ex, p))
-        rows.append(row)
-    _write(rows, args.output)
-    return 0
+        rows[n] = row
+    return rows

@@ -35,8 +35,8 @@ from albert.tasks.base import (
     write_jsonl,
 )
 from albert.tasks.collate import Feature, LengthGroupedBatches
-from albert.tasks.inputs import load_model_tokenizer, pad_id_of
-from albert.tasks.rundir import REPORT_FILE, write_task_info
+from albert.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config
+from albert.tasks.rundir import REPORT_FILE, check_output_dir, replacing, write_task_info
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ def finetune(
     max_time_s: float | None = None,
     progress_bar: bool = True,
     random_init: bool = False,
+    overwrite: bool = False,
 ) -> FinetuneResult:
     """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
 
@@ -81,12 +82,18 @@ def finetune(
 
     ``random_init``: keep ``init``'s architecture and tokenizer but draw every weight afresh (seeded by
     ``cfg.seed``) -- the from-scratch baseline that shows what pretraining bought.
+
+    Raises (before anything is read): `FinetuneConfigError` for a ``cfg`` that does not fit ``init``
+    (`FinetuneConfig.validate`); `RunDirError` for a non-empty ``output_dir`` without ``resume`` (continue
+    its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`).
     """
     import torch
 
-    from albert.train.distributed import init_distributed
+    from albert.train.distributed import barrier, init_distributed
 
     out = Path(output_dir)
+    check_output_dir(out, resume=resume, overwrite=overwrite, init=init)
+    cfg.validate(read_model_config(init))
     dist = init_distributed(cfg.device)
     torch.manual_seed(cfg.seed)
     tokenizer = load_model_tokenizer(init)
@@ -111,18 +118,22 @@ def finetune(
         tokenizer.save_pretrained(tmp)
         write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": init_name})
 
-    trainer = _make_trainer(
-        model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist,
-        max_time_s=max_time_s, progress_bar=progress_bar,
-    )  # fmt: skip
-    logger.info(
-        "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
-        task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
-        cfg.learning_rate, cfg.batch_size,
-    )  # fmt: skip
-    result = trainer.fit(batches, resume=resume or None)
-
-    return _conclude(task, type(model), result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main)
+    # the old run goes aside only now that the data and the model are known to be good
+    with replacing(out, enabled=overwrite and dist.is_main):
+        barrier(dist)
+        trainer = _make_trainer(
+            model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist,
+            max_time_s=max_time_s, progress_bar=progress_bar,
+        )  # fmt: skip
+        logger.info(
+            "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
+            task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
+            cfg.learning_rate, cfg.batch_size,
+        )  # fmt: skip
+        result = trainer.fit(batches, resume=resume or None)
+        return _conclude(
+            task, type(model), result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main
+        )
 
 
 def _conclude(

@@ -6,25 +6,40 @@ each loadable by `albert predict` / `albert evaluate` and by transformers, plus 
 which is which and with what dev metrics. Each model directory has a ``task.json`` (`Task.info`) from
 which the task rebuilds itself (`task_from_info`: one table from the task kind to its class, each class
 with its `Task.from_info`).
+
+A run directory is never written over by accident: `check_output_dir` refuses an existing, non-empty
+one unless the run resumes it or replaces it (``--overwrite``), and `replacing` replaces it without
+ever leaving old and new content mixed (see there).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert._io import atomic_write_json
+from albert._io import TMP_PREFIX, atomic_write_json, fsync_dir
 from albert.tasks.base import FinetuneConfig, ModelDirError, Task
 from albert.tasks.classification import ClassificationTask
-from albert.tasks.inputs import load_model_tokenizer
+from albert.tasks.inputs import load_model_tokenizer, read_model_config
 from albert.tasks.race import MultipleChoiceTask
 from albert.tasks.squad import SquadTask
 
+logger = logging.getLogger(__name__)
+
 TASK_FILE = "task.json"
 REPORT_FILE = "report.json"
+
+
+class RunDirError(ValueError):
+    """An output directory that a fine-tuning run may not write into; the message says why."""
+
 
 TASK_KINDS: dict[str, type[Task]] = {
     "classification": ClassificationTask,
@@ -104,6 +119,52 @@ class FineTuned:
     tokenizer: Any
     max_seq_length: int
 
+    def load_model(self, device: Any = None) -> Any:
+        """The fine-tuned model (`Task.build_model`) on ``device`` (None: a GPU when there is one).
+
+        Raises:
+            ModelDirError: the weights lack some of the model's tensors, its task head say: the loader
+                would initialise them at random, and predictions would be noise that changes every run.
+        """
+        from albert.train.distributed import pick_device
+
+        model = self.task.build_model(self.model_dir)
+        missing = tensors_not_stored(model, self.model_dir)
+        if missing:
+            shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+            raise ModelDirError(
+                f"{self.model_dir}: the weights hold no {shown}, so the {self.task.kind} head would be "
+                "random; is this the model directory that `albert finetune` wrote?"
+            )
+        return model.to(pick_device(device))
+
+
+def tensors_not_stored(model: Any, model_dir: Path) -> list[str]:
+    """The names of ``model``'s tensors that the weights of ``model_dir`` hold neither under our names
+    nor under Hugging Face's (`albert.convert.keymap`), in either case with or without the backbone
+    prefix, as the loader reads them. The loader (`albert.convert.hf`) initialises such tensors afresh
+    and only logs it: right when fine-tuning starts from an encoder, wrong for a fine-tuned model.
+    """
+    from albert.convert import keymap
+    from albert.convert.hf import read_state_dict
+    from albert.model import head_of
+
+    prefixes = (keymap.OUR_BACKBONE_PREFIX, *keymap.HF_BACKBONE_PREFIX.values())
+
+    def bare(name: str) -> str:
+        return next((name[len(p) :] for p in prefixes if name.startswith(p)), name)
+
+    stored = {bare(k) for k in read_state_dict(Path(model_dir))[0]}
+    foreign: dict[str, tuple[str, ...]] = {}
+    if keymap.has_foreign_layout(model.config):
+        foreign = {r.ours: r.theirs for r in keymap.hf_rules(model.config, head_of(model), bare=True)}
+
+    def is_stored(name: str) -> bool:
+        theirs = foreign.get(bare(name))
+        return bare(name) in stored or (theirs is not None and all(t in stored for t in theirs))
+
+    return [name for name in model.state_dict() if not is_stored(name)]
+
 
 def load_finetuned(
     path: str | Path, checkpoint: str = "best", max_seq_length: int | None = None
@@ -113,10 +174,79 @@ def load_finetuned(
 
     Raises:
         ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it.
+        ValueError: a ``max_seq_length`` the model's position table does not hold.
     """
     model_dir = resolve_model_dir(path, checkpoint)
     info = read_task_info(model_dir)
     tokenizer = load_model_tokenizer(model_dir)
-    return FineTuned(
-        model_dir, info, task_from_info(info), tokenizer, trained_max_seq_length(info, max_seq_length)
-    )
+    length = trained_max_seq_length(info, max_seq_length)
+    limit = read_model_config(model_dir).max_position_embeddings
+    if not 3 <= length <= limit:  # [CLS] a token [SEP] .. the position table
+        raise ValueError(
+            f"--max-seq-length {length}: must be between 3 and {limit}, the model's max_position_embeddings"
+        )
+    return FineTuned(model_dir, info, task_from_info(info), tokenizer, length)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Writing a run directory: never over an old run by accident, never half old and half new
+def check_output_dir(
+    path: str | Path, *, resume: bool = False, overwrite: bool = False, init: str | Path | None = None
+) -> None:
+    """Refuse to start a run in ``path`` when that would mix it with, or silently destroy, another.
+
+    An existing non-empty directory is an error unless the run continues it (``resume``) or replaces it
+    (``overwrite``, see `replacing`); ``overwrite`` refuses an ``init`` model inside ``path``, which the
+    replacement would delete.
+
+    Raises:
+        RunDirError: naming the directory and the flag that would allow the run.
+    """
+    p = Path(path)
+    if resume and overwrite:
+        raise RunDirError(f"{p}: --resume continues the run there and --overwrite replaces it; give one")
+    if p.exists() and not p.is_dir():
+        raise RunDirError(f"{p}: exists and is not a directory")
+    inside = init is not None and Path(init).resolve().is_relative_to(p.resolve())
+    if overwrite and inside and p.exists():
+        raise RunDirError(f"{p}: --init {init} lies inside it, and --overwrite would delete it")
+    if not (resume or overwrite) and p.is_dir() and any(p.iterdir()):
+        raise RunDirError(
+            f"{p}: exists and is not empty (an earlier run?); --resume continues it, --overwrite replaces it"
+        )
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path, enabled: bool = True) -> Iterator[Path]:
+    """Write a new run into ``path`` in place of its old content, never leaving the two mixed.
+
+    The old content is moved aside first, with one rename to a hidden sibling (``.tmp-replaced-NAME.PID``,
+    named in the log), and the new run is written at ``path`` itself, so that the paths its checkpoints
+    and report record are final and an interrupted run can be resumed there. When the body returns, the
+    old content is deleted; when it raises, the partial new run is deleted and the old content renamed
+    back. A process killed outright leaves the new, partial run at ``path`` and the old one whole in the
+    sibling. (Building the new run in a temporary directory and swapping at the end instead would leave
+    the temporary's path in every checkpoint and report, and a killed run where ``--resume`` cannot find
+    it.)
+
+    ``enabled`` False, or no old content: the body simply writes ``path``.
+    """
+    p = Path(path)
+    if not enabled or not p.is_dir() or not any(p.iterdir()):
+        yield p
+        return
+    aside = p.parent / f"{TMP_PREFIX}replaced-{p.name}.{os.getpid()}"
+    shutil.rmtree(aside, ignore_errors=True)  # a leftover of this same process id
+    os.rename(p, aside)
+    fsync_dir(p.parent)
+    logger.warning("--overwrite: the old content of %s is kept in %s until this run has finished", p, aside)
+    try:
+        yield p
+    except BaseException:
+        shutil.rmtree(p, ignore_errors=True)
+        os.rename(aside, p)
+        fsync_dir(p.parent)
+        logger.warning("the run failed; the old content of %s is back in place", p)
+        raise
+    shutil.rmtree(aside)
+    fsync_dir(p.parent)
