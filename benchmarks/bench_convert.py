@@ -51,10 +51,11 @@ OURS = """
 import logging
 import albert.convert.hf, albert.model, safetensors.torch  # noqa: imported before the clock, as the reference's
 from albert.convert.tf import convert_tf_checkpoint
+from albert.model import HEADS
 logging.disable(logging.WARNING)
 prefix, config, out = sys.argv[1:4]
 base = start(); t0 = time.perf_counter()
-convert_tf_checkpoint(prefix, out, config=config)
+convert_tf_checkpoint(prefix, out, HEADS, config=config)
 done(t0, base)
 """
 
@@ -90,10 +91,11 @@ done(t0, base)
 
 def albert_variables(config: Any, slots: bool, seed: int = 0) -> dict[str, np.ndarray]:
     """The released variables of an ALBERT pretraining checkpoint for ``config``: names from the converter's
-    TF table (albert.convert.tf), shapes in TF's layout (kernels (in, out), q/k/v separate)."""
+    TF table (albert.convert.keymap.tf_rules), shapes in TF's layout (kernels (in, out), q/k/v separate)."""
     import torch
 
-    from albert.convert.tf import _NoInit, tf_rules
+    from albert.convert.keymap import tf_rules
+    from albert.convert.tf import _NoInit
     from albert.model import AlbertForPreTraining
 
     with torch.device("meta"), _NoInit():

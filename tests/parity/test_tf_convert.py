@@ -280,14 +280,13 @@ def test_bert_layout_with_real_weights(tmp_path: Path, minilm_dir: Path) -> None
 
     from albert.config import AlbertConfig
     from albert.convert import keymap
-    from albert.convert.tf import TF_BERT_BACKBONE
 
     config = AlbertConfig.from_json(minilm_dir / "config.json")
     hf_state = load_file(str(minilm_dir / "model.safetensors"))
     hf_state = {k.removeprefix("bert."): v for k, v in hf_state.items()}
     ours_to_hf = {r.ours: r.theirs for r in keymap.expand(keymap.HF_BERT_BACKBONE, config)}
     tf_arrays: dict[str, np.ndarray] = {}
-    for rule in keymap.expand(TF_BERT_BACKBONE, config):
+    for rule in keymap.expand(keymap.TF_BERT_BACKBONE, config):
         for tf_name, hf_name in zip(rule.theirs, ours_to_hf[rule.ours]):
             arr = hf_state[hf_name]
             tf_arrays[tf_name] = np.ascontiguousarray(arr.T) if tf_name.endswith("/kernel") else arr

@@ -11,7 +11,6 @@ import torch
 from albert import load_model
 from albert.config import AlbertConfig, ConfigError
 from albert.convert import keymap
-from albert.convert.tf import TF_HEADS
 from albert.model import HEADS, AlbertForPreTraining, AlbertModel, PreTrainedModule, head_of
 
 EXTRA = {"classification": {"num_labels": 3}, "squad_v2": {"start_n_top": 4, "end_n_top": 3}}
@@ -50,7 +49,7 @@ def test_every_class_has_one_name() -> None:
 
 def test_every_head_has_its_name_tables() -> None:
     heads = {h for h in HEADS if h is not None}
-    assert set(TF_HEADS) == heads
+    assert set(keymap.TF_HEADS) == heads
     for model_type, tables in keymap.HF_HEADS.items():
         assert set(tables) == heads, model_type
 

@@ -1,5 +1,7 @@
 """Templated name tables between our parameter names and foreign checkpoint names (torchtitan-style
-state-dict adapters). All foreign naming of the package lives in `albert.convert`.
+state-dict adapters): Hugging Face ALBERT / BERT (`albert.convert.hf`) and the TensorFlow 1 checkpoints
+of google-research/albert, google-research/bert and brightmart/albert_zh (`albert.convert.tf`). All
+foreign naming of the package lives in `albert.convert`.
 
 A table maps one of our name templates to one foreign template, or to several foreign templates whose
 tensors are concatenated along dim 0 in ours (the fused QKV projection). Placeholders:
@@ -189,4 +191,122 @@ def hf_rules(config: AlbertConfig, head: str | None, *, bare: bool) -> list[KeyR
         ]
     if head is not None:
         rules += hf_head_rules(config, head)
+    return rules
+
+
+# ------------------------------------------------------------------ TensorFlow 1 (albert.convert.tf)
+_G = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
+TF_ALBERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
+    # google-research/albert modeling.py AlbertModel / transformer_model / attention_ffn_block
+    "embeddings.word.weight": "bert/embeddings/word_embeddings",
+    "embeddings.position.weight": "bert/embeddings/position_embeddings",
+    "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
+    "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
+    "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
+    "embeddings.project.weight": "bert/encoder/embedding_hidden_mapping_in/kernel",
+    "embeddings.project.bias": "bert/encoder/embedding_hidden_mapping_in/bias",
+    "encoder.attention.{a}.qkv.weight": tuple(
+        _G + f"attention_1/self/{n}/kernel" for n in ("query", "key", "value")
+    ),
+    "encoder.attention.{a}.qkv.bias": tuple(
+        _G + f"attention_1/self/{n}/bias" for n in ("query", "key", "value")
+    ),
+    "encoder.attention.{a}.out.weight": _G + "attention_1/output/dense/kernel",
+    "encoder.attention.{a}.out.bias": _G + "attention_1/output/dense/bias",
+    # contrib layer_norm's default scopes: the first in a scope is "LayerNorm", the second "LayerNorm_1"
+    "encoder.attention.{a}.norm.weight": _G + "LayerNorm/gamma",
+    "encoder.attention.{a}.norm.bias": _G + "LayerNorm/beta",
+    "encoder.ffn.{f}.up.weight": _G + "ffn_1/intermediate/dense/kernel",
+    "encoder.ffn.{f}.up.bias": _G + "ffn_1/intermediate/dense/bias",
+    "encoder.ffn.{f}.down.weight": _G + "ffn_1/intermediate/output/dense/kernel",
+    "encoder.ffn.{f}.down.bias": _G + "ffn_1/intermediate/output/dense/bias",
+    "encoder.ffn.{f}.norm.weight": _G + "LayerNorm_1/gamma",
+    "encoder.ffn.{f}.norm.bias": _G + "LayerNorm_1/beta",
+    "pooler.weight": "bert/pooler/dense/kernel",
+    "pooler.bias": "bert/pooler/dense/bias",
+}
+
+
+def _bert_style_backbone(layer_scope: str) -> dict[str, str | tuple[str, ...]]:
+    """google-research/bert modeling.py names; brightmart's albert_zh uses them under one shared scope."""
+    s = f"bert/encoder/{layer_scope}/"
+    return {
+        "embeddings.word.weight": "bert/embeddings/word_embeddings",
+        "embeddings.position.weight": "bert/embeddings/position_embeddings",
+        "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
+        "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
+        "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
+        "encoder.attention.{a}.qkv.weight": tuple(
+            s + f"attention/self/{n}/kernel" for n in ("query", "key", "value")
+        ),
+        "encoder.attention.{a}.qkv.bias": tuple(
+            s + f"attention/self/{n}/bias" for n in ("query", "key", "value")
+        ),
+        "encoder.attention.{a}.out.weight": s + "attention/output/dense/kernel",
+        "encoder.attention.{a}.out.bias": s + "attention/output/dense/bias",
+        "encoder.attention.{a}.norm.weight": s + "attention/output/LayerNorm/gamma",
+        "encoder.attention.{a}.norm.bias": s + "attention/output/LayerNorm/beta",
+        "encoder.ffn.{f}.up.weight": s + "intermediate/dense/kernel",
+        "encoder.ffn.{f}.up.bias": s + "intermediate/dense/bias",
+        "encoder.ffn.{f}.down.weight": s + "output/dense/kernel",
+        "encoder.ffn.{f}.down.bias": s + "output/dense/bias",
+        "encoder.ffn.{f}.norm.weight": s + "output/LayerNorm/gamma",
+        "encoder.ffn.{f}.norm.bias": s + "output/LayerNorm/beta",
+        "pooler.weight": "bert/pooler/dense/kernel",
+        "pooler.bias": "bert/pooler/dense/bias",
+    }
+
+
+TF_BRIGHTMART_BACKBONE = _bert_style_backbone("layer_shared")  # brightmart/albert_zh modeling.py
+TF_BERT_BACKBONE = _bert_style_backbone("layer_{l}")
+BRIGHTMART_PROJECTION = "bert/embeddings/word_embeddings_2"
+
+_MLM: dict[str, str | tuple[str, ...]] = {
+    # run_pretraining.py get_masked_lm_output
+    "mlm.dense.weight": "cls/predictions/transform/dense/kernel",
+    "mlm.dense.bias": "cls/predictions/transform/dense/bias",
+    "mlm.norm.weight": "cls/predictions/transform/LayerNorm/gamma",
+    "mlm.norm.bias": "cls/predictions/transform/LayerNorm/beta",
+    "mlm.bias": "cls/predictions/output_bias",
+}
+TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
+    # run_pretraining.py get_sentence_order_output (ALBERT) / get_next_sentence_output (BERT)
+    "pretraining": {
+        **_MLM,
+        "sop.weight": "cls/seq_relationship/output_weights",
+        "sop.bias": "cls/seq_relationship/output_bias",
+    },
+    "mlm": _MLM,
+    # classifier_utils.py create_model: output_weights (num_labels, H) at the top-level scope
+    "classification": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
+    # race_utils.py: the same variables with one label; choose this head with head="multiple_choice"
+    "multiple_choice": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
+    # squad_utils.py v1 create_v1_model: rows (start, end)
+    "question_answering": {"qa.weight": "cls/squad/output_weights", "qa.bias": "cls/squad/output_bias"},
+    # squad_utils.py v2 create_v2_model (run_squad_v2.py): tf.layers.dense under three variable scopes;
+    # the end and answer dense layers read concat([sequence, start features]) / concat([start, CLS])
+    "squad_v2": {
+        "squad.start.{p}": "start_logits/dense/{k}",
+        "squad.end_dense.{p}": "end_logits/dense_0/{k}",
+        "squad.end_norm.weight": "end_logits/LayerNorm/gamma",  # tf.contrib.layers.layer_norm
+        "squad.end_norm.bias": "end_logits/LayerNorm/beta",
+        "squad.end_out.{p}": "end_logits/dense_1/{k}",
+        "squad.answer_dense.{p}": "answer_class/dense_0/{k}",
+        "squad.answer_out.weight": "answer_class/dense_1/kernel",  # use_bias=False
+    },
+}
+
+
+def tf_rules(config: AlbertConfig, layout: str, head: str | None, *, bare: bool) -> list[KeyRule]:
+    """Concrete our-name <- TF-name rules of a ``layout`` (`albert.convert.tf.detect_layout`). ``bare``: our names as a bare `AlbertModel` has them."""
+    table = {"google": TF_ALBERT_BACKBONE, "brightmart": TF_BRIGHTMART_BACKBONE, "bert": TF_BERT_BACKBONE}[
+        layout
+    ]
+    rules = expand(table, config)
+    if layout != "brightmart" and not config.has_projection:
+        rules = [r for r in rules if not r.ours.startswith("embeddings.project.")]
+    if not bare:
+        rules = [KeyRule(OUR_BACKBONE_PREFIX + r.ours, r.theirs) for r in rules]
+    if head is not None:
+        rules += expand(TF_HEADS[head], config)
     return rules

@@ -1,7 +1,7 @@
 """Released TensorFlow 1 checkpoints -> our models, without TensorFlow.
 
-The name tables below are `albert.convert.keymap` tables (the same ``{}`` templates and `keymap.expand`):
-our name template -> TF variable name template(s); several TF names are concatenated along dim 0 (the
+The TF name tables (`albert.convert.keymap` ``TF_*``, the same ``{}`` templates as the Hugging Face ones)
+map our name template -> TF variable name template(s); several TF names are concatenated along dim 0 (the
 fused QKV projection, rows [q; k; v]). How a TF tensor becomes ours follows from its name alone:
 
 * ``.../kernel`` (dense layers, ``tf.layers.dense`` and modeling.py ``dense_layer_2d/3d``) is stored
@@ -54,108 +54,6 @@ from albert.model import PreTrainedModule
 
 logger = logging.getLogger(__name__)
 
-# ------------------------------------------------------------------------------------------- name tables
-_G = "bert/encoder/transformer/group_{g}/inner_group_{i}/"
-TF_ALBERT_BACKBONE: dict[str, str | tuple[str, ...]] = {
-    # google-research/albert modeling.py AlbertModel / transformer_model / attention_ffn_block
-    "embeddings.word.weight": "bert/embeddings/word_embeddings",
-    "embeddings.position.weight": "bert/embeddings/position_embeddings",
-    "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
-    "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
-    "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
-    "embeddings.project.weight": "bert/encoder/embedding_hidden_mapping_in/kernel",
-    "embeddings.project.bias": "bert/encoder/embedding_hidden_mapping_in/bias",
-    "encoder.attention.{a}.qkv.weight": tuple(
-        _G + f"attention_1/self/{n}/kernel" for n in ("query", "key", "value")
-    ),
-    "encoder.attention.{a}.qkv.bias": tuple(
-        _G + f"attention_1/self/{n}/bias" for n in ("query", "key", "value")
-    ),
-    "encoder.attention.{a}.out.weight": _G + "attention_1/output/dense/kernel",
-    "encoder.attention.{a}.out.bias": _G + "attention_1/output/dense/bias",
-    # contrib layer_norm's default scopes: the first in a scope is "LayerNorm", the second "LayerNorm_1"
-    "encoder.attention.{a}.norm.weight": _G + "LayerNorm/gamma",
-    "encoder.attention.{a}.norm.bias": _G + "LayerNorm/beta",
-    "encoder.ffn.{f}.up.weight": _G + "ffn_1/intermediate/dense/kernel",
-    "encoder.ffn.{f}.up.bias": _G + "ffn_1/intermediate/dense/bias",
-    "encoder.ffn.{f}.down.weight": _G + "ffn_1/intermediate/output/dense/kernel",
-    "encoder.ffn.{f}.down.bias": _G + "ffn_1/intermediate/output/dense/bias",
-    "encoder.ffn.{f}.norm.weight": _G + "LayerNorm_1/gamma",
-    "encoder.ffn.{f}.norm.bias": _G + "LayerNorm_1/beta",
-    "pooler.weight": "bert/pooler/dense/kernel",
-    "pooler.bias": "bert/pooler/dense/bias",
-}
-
-
-def _bert_style_backbone(layer_scope: str) -> dict[str, str | tuple[str, ...]]:
-    """google-research/bert modeling.py names; brightmart's albert_zh uses them under one shared scope."""
-    s = f"bert/encoder/{layer_scope}/"
-    return {
-        "embeddings.word.weight": "bert/embeddings/word_embeddings",
-        "embeddings.position.weight": "bert/embeddings/position_embeddings",
-        "embeddings.token_type.weight": "bert/embeddings/token_type_embeddings",
-        "embeddings.norm.weight": "bert/embeddings/LayerNorm/gamma",
-        "embeddings.norm.bias": "bert/embeddings/LayerNorm/beta",
-        "encoder.attention.{a}.qkv.weight": tuple(
-            s + f"attention/self/{n}/kernel" for n in ("query", "key", "value")
-        ),
-        "encoder.attention.{a}.qkv.bias": tuple(
-            s + f"attention/self/{n}/bias" for n in ("query", "key", "value")
-        ),
-        "encoder.attention.{a}.out.weight": s + "attention/output/dense/kernel",
-        "encoder.attention.{a}.out.bias": s + "attention/output/dense/bias",
-        "encoder.attention.{a}.norm.weight": s + "attention/output/LayerNorm/gamma",
-        "encoder.attention.{a}.norm.bias": s + "attention/output/LayerNorm/beta",
-        "encoder.ffn.{f}.up.weight": s + "intermediate/dense/kernel",
-        "encoder.ffn.{f}.up.bias": s + "intermediate/dense/bias",
-        "encoder.ffn.{f}.down.weight": s + "output/dense/kernel",
-        "encoder.ffn.{f}.down.bias": s + "output/dense/bias",
-        "encoder.ffn.{f}.norm.weight": s + "output/LayerNorm/gamma",
-        "encoder.ffn.{f}.norm.bias": s + "output/LayerNorm/beta",
-        "pooler.weight": "bert/pooler/dense/kernel",
-        "pooler.bias": "bert/pooler/dense/bias",
-    }
-
-
-TF_BRIGHTMART_BACKBONE = _bert_style_backbone("layer_shared")  # brightmart/albert_zh modeling.py
-TF_BERT_BACKBONE = _bert_style_backbone("layer_{l}")
-BRIGHTMART_PROJECTION = "bert/embeddings/word_embeddings_2"
-
-_MLM: dict[str, str | tuple[str, ...]] = {
-    # run_pretraining.py get_masked_lm_output
-    "mlm.dense.weight": "cls/predictions/transform/dense/kernel",
-    "mlm.dense.bias": "cls/predictions/transform/dense/bias",
-    "mlm.norm.weight": "cls/predictions/transform/LayerNorm/gamma",
-    "mlm.norm.bias": "cls/predictions/transform/LayerNorm/beta",
-    "mlm.bias": "cls/predictions/output_bias",
-}
-TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
-    # run_pretraining.py get_sentence_order_output (ALBERT) / get_next_sentence_output (BERT)
-    "pretraining": {
-        **_MLM,
-        "sop.weight": "cls/seq_relationship/output_weights",
-        "sop.bias": "cls/seq_relationship/output_bias",
-    },
-    "mlm": _MLM,
-    # classifier_utils.py create_model: output_weights (num_labels, H) at the top-level scope
-    "classification": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
-    # race_utils.py: the same variables with one label; choose this head with head="multiple_choice"
-    "multiple_choice": {"classifier.weight": "output_weights", "classifier.bias": "output_bias"},
-    # squad_utils.py v1 create_v1_model: rows (start, end)
-    "question_answering": {"qa.weight": "cls/squad/output_weights", "qa.bias": "cls/squad/output_bias"},
-    # squad_utils.py v2 create_v2_model (run_squad_v2.py): tf.layers.dense under three variable scopes;
-    # the end and answer dense layers read concat([sequence, start features]) / concat([start, CLS])
-    "squad_v2": {
-        "squad.start.{p}": "start_logits/dense/{k}",
-        "squad.end_dense.{p}": "end_logits/dense_0/{k}",
-        "squad.end_norm.weight": "end_logits/LayerNorm/gamma",  # tf.contrib.layers.layer_norm
-        "squad.end_norm.bias": "end_logits/LayerNorm/beta",
-        "squad.end_out.{p}": "end_logits/dense_1/{k}",
-        "squad.answer_dense.{p}": "answer_class/dense_0/{k}",
-        "squad.answer_out.weight": "answer_class/dense_1/kernel",  # use_bias=False
-    },
-}
-
 # Optimizer state and bookkeeping: never weights of the model.
 _SKIP = re.compile(
     r"/(adam_[mv]|lamb_[mv]|Adam(_1)?|Momentum|RMSProp(_1)?|Adagrad|Adafactor_\w+|"
@@ -188,21 +86,6 @@ def detect_layout(names: Iterable[str]) -> str:
         "no ALBERT/BERT encoder variables found (expected bert/encoder/transformer/group_0/..., "
         f"bert/encoder/layer_shared/... or bert/encoder/layer_0/...); the checkpoint has: {sample}"
     )
-
-
-def tf_rules(config: AlbertConfig, layout: str, head: str | None, *, bare: bool) -> list[KeyRule]:
-    """Concrete our-name <- TF-name rules. ``bare``: our names as a bare `AlbertModel` has them."""
-    table = {"google": TF_ALBERT_BACKBONE, "brightmart": TF_BRIGHTMART_BACKBONE, "bert": TF_BERT_BACKBONE}[
-        layout
-    ]
-    rules = keymap.expand(table, config)
-    if layout != "brightmart" and not config.has_projection:
-        rules = [r for r in rules if not r.ours.startswith("embeddings.project.")]
-    if not bare:
-        rules = [KeyRule(keymap.OUR_BACKBONE_PREFIX + r.ours, r.theirs) for r in rules]
-    if head is not None:
-        rules += keymap.expand(TF_HEADS[head], config)
-    return rules
 
 
 # ------------------------------------------------------------------------------------------ config, files
@@ -362,7 +245,7 @@ def load_tf_checkpoint(
             Face's), or None to look for one next to the checkpoint (and in a TF-Hub ``assets/``).
         head: ``auto`` (from the variables: ``output_weights`` -> classification, ``cls/squad`` -> question
             answering, ``answer_class`` -> the SQuAD 2.0 head, ``cls/predictions`` +
-            ``cls/seq_relationship`` -> pretraining, ...), one of `TF_HEADS`, or None for the bare encoder.
+            ``cls/seq_relationship`` -> pretraining, ...), one of `keymap.TF_HEADS`, or None for the bare encoder.
         allow_unused: log variables that no rule uses instead of raising.
         verify: check every tensor's CRC32C (on by default).
 
@@ -401,7 +284,7 @@ def _load(
     name = type(model).__name__
     target = model.state_dict()
     bare = not any(k.startswith(keymap.OUR_BACKBONE_PREFIX) for k in target)
-    rules = tf_rules(cfg, layout, head, bare=bare)
+    rules = keymap.tf_rules(cfg, layout, head, bare=bare)
     state, used, missing, not_needed = _read_tensors(
         ckpt, tf_names, rules, target, layout, cfg_source, verify
     )
@@ -418,7 +301,7 @@ def _load(
             f"(layout {layout!r}, {name}; does {cfg_source} describe this checkpoint?)"
         )
     # Variables of other heads (e.g. the pretraining heads left in a fine-tuned checkpoint) are known.
-    known = {t for h in TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
+    known = {t for h in keymap.TF_HEADS.values() for rule in keymap.expand(h, cfg) for t in rule.theirs}
     known |= not_needed
     leftover = sorted(n for n in names if n not in used)
     unknown = [tf_names[n] for n in leftover if n not in known]
@@ -481,8 +364,8 @@ def _skeleton(
     cfg: AlbertConfig,
 ) -> PreTrainedModule:
     """The caller's class for ``head``, built on the meta device (no memory, no initialization cost)."""
-    if head is not None and head not in TF_HEADS:
-        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(TF_HEADS)} or None")
+    if head is not None and head not in keymap.TF_HEADS:
+        raise ValueError(f"unknown head {head!r}; choose one of {', '.join(keymap.TF_HEADS)} or None")
     if head not in models:
         raise ValueError(f"no model class for head {head!r} among {', '.join(map(str, models))}")
     ctor: dict[str, Any] = {}
@@ -525,7 +408,7 @@ def _read_tensors(
             part = dest[k * rows : (k + 1) * rows]
             if layout == "brightmart" and rule.ours.endswith("embeddings.word.weight"):
                 _brightmart_words(ckpt, tf_names, part, verify)
-                used.add(BRIGHTMART_PROJECTION)
+                used.add(keymap.BRIGHTMART_PROJECTION)
             else:
                 _read_part(ckpt, tf_names[t], t.endswith("/kernel"), part, verify, hint)
         state[rule.ours] = torch.from_numpy(dest)
@@ -535,10 +418,10 @@ def _read_tensors(
 
 def _brightmart_words(ckpt: TFCheckpoint, tf_names: dict[str, str], out: np.ndarray, verify: bool) -> None:
     """brightmart's factorized lookup ``gather(W, ids) @ P`` as one (V, H) table ``W @ P``, into ``out``."""
-    if BRIGHTMART_PROJECTION not in tf_names:
-        raise ConversionError(f"{ckpt.prefix}: brightmart layout without {BRIGHTMART_PROJECTION}")
+    if keymap.BRIGHTMART_PROJECTION not in tf_names:
+        raise ConversionError(f"{ckpt.prefix}: brightmart layout without {keymap.BRIGHTMART_PROJECTION}")
     words = ckpt.read(tf_names["bert/embeddings/word_embeddings"], verify=verify)
-    proj = ckpt.read(tf_names[BRIGHTMART_PROJECTION], verify=verify).astype(np.float64)
+    proj = ckpt.read(tf_names[keymap.BRIGHTMART_PROJECTION], verify=verify).astype(np.float64)
     if (
         words.ndim != 2
         or proj.ndim != 2
@@ -546,7 +429,7 @@ def _brightmart_words(ckpt: TFCheckpoint, tf_names: dict[str, str], out: np.ndar
         or words.shape[1] != proj.shape[0]
     ):
         raise ConversionError(
-            f"{ckpt.prefix}: word_embeddings {words.shape} times {BRIGHTMART_PROJECTION} {proj.shape} is not the "
+            f"{ckpt.prefix}: word_embeddings {words.shape} times {keymap.BRIGHTMART_PROJECTION} {proj.shape} is not the "
             f"{out.shape} word table of the config"
         )
     for i in range(0, words.shape[0], 4096):  # in row blocks: no (V, H) float64 temporary

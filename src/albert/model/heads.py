@@ -234,7 +234,7 @@ class AlbertForQuestionAnswering(PreTrainedModule):
 
 
 #: Head name -> model class, the package's one table of them. The name is what ``config.json`` records
-#: (``albert_head``) and what the converters' name tables (albert.convert.keymap, albert.convert.tf) are
+#: (``albert_head``) and what the converters' name tables (albert.convert.keymap, Hugging Face and TF) are
 #: keyed by; ``None`` is the bare encoder.
 HEADS: dict[str | None, type[PreTrainedModule]] = {
     None: AlbertModel,
