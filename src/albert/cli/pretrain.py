@@ -17,6 +17,10 @@ original run_pretraining.py. The configuration is a recipe, then a config file, 
   albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --run.micro_batch_size 64 --run.precision bf16
   albert pretrain --config run.yaml --set optim.lr=1e-3 --print-config
   albert pretrain --resume runs/smoke                      # continue exactly where it stopped
+  albert pretrain --recipe demo --init data/minilm --data-dir D --tokenizer data/minilm   # from released weights
+
+--init MODEL_DIR continues pretraining an ALBERT or BERT model directory (its architecture; heads it lacks
+start fresh); DATA_DIR must have been prepared with that model's tokenizer.
 
 Several GPUs (one node):  torchrun --nproc_per_node=8 -m albert.cli.main pretrain --recipe albert-base ...
 Several nodes (run on each, NODE = 0..N-1):
@@ -32,6 +36,7 @@ ALIASES = {
     "--tokenizer": "data.tokenizer",
     "--run-dir": "run.run_dir",
     "--preset": "model.preset",
+    "--init": "model.init_from",
 }
 
 

@@ -113,9 +113,11 @@ class ModelOptions:
     preset: str = "albert-base-v2"
     """AlbertConfig preset (albert.config.PRESETS)"""
     overrides: dict[str, Any] = field(default_factory=dict)
-    """AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1}"""
+    """AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1} (with init_from: dropout and
+    initializer_range only)"""
     init_from: str | None = None
-    """start from this model directory instead of a fresh initialization"""
+    """continue pretraining an ALBERT or BERT model directory (flag --init): its architecture, not preset;
+    DATA_DIR must be prepared with its tokenizer; heads it lacks start fresh"""
 
 
 @dataclass

@@ -265,14 +265,23 @@ def _load_tokenizer(path: str | None) -> Any:
 
 
 def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertForPreTraining, int]:
-    """The model (fresh, or ``model.init_from``) checked against the DATA_DIR, and the sequence length."""
+    """The model (fresh, or ``model.init_from``) checked against the DATA_DIR, and the sequence length.
+    The config checked is the one used: the preset with ``model.overrides``, or the init model's with them."""
     from albert.config import AlbertConfig
     from albert.data import load_manifest
+    from albert.train import init_from
 
     manifest = load_manifest(data_dir)
     vocab = int(manifest["tokenizer"]["vocab_size"])
     seq = cfg.data.max_seq_length or int(manifest["config"]["max_seq_length"])
-    model_config = AlbertConfig.from_preset(cfg.model.preset, **{"vocab_size": vocab, **cfg.model.overrides})
+    if cfg.model.init_from:
+        logger.info("model.init_from %s: its architecture is used, not model.preset", cfg.model.init_from)
+        model_config = init_from.init_config(cfg.model.init_from, cfg.model.overrides)
+        init_from.check_vocabulary(cfg.model.init_from, model_config, data_dir, manifest["tokenizer"])
+    else:
+        model_config = AlbertConfig.from_preset(
+            cfg.model.preset, **{"vocab_size": vocab, **cfg.model.overrides}
+        )
     if model_config.vocab_size != vocab:
         raise ValueError(f"model vocab_size {model_config.vocab_size} != the DATA_DIR tokenizer's {vocab}")
     if seq > model_config.max_position_embeddings:
@@ -281,7 +290,7 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
         )
     _seed_all(cfg.run.seed)  # same initialization on every rank (DDP also broadcasts rank 0's)
     if cfg.model.init_from:
-        model = AlbertForPreTraining.from_pretrained(cfg.model.init_from)
+        model = init_from.load_init_model(cfg.model.init_from, model_config, cfg.run.seed)
     else:
         model = AlbertForPreTraining(model_config)
     _seed_all(cfg.run.seed + 1000 * rank)  # dropout differs across ranks
