@@ -7,6 +7,7 @@ The bottom of the import order: this module imports nothing from ``albert``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -34,6 +35,26 @@ __all__ = [
 # Temporaries start with this prefix, so readers and cleanup recognise (and skip) them.
 TMP_PREFIX = ".tmp-"
 FILE_MODE = 0o644
+# Less free space than this after a failed write is taken as the disk being full: writers that do not
+# pass the OS error on (torch.save: "unexpected pos 191360 vs 191248") are reported as ENOSPC too.
+NEARLY_FULL_BYTES = 1 << 20
+
+
+def _disk_full(error: BaseException, path: Path) -> OSError | None:
+    """``OSError(ENOSPC)`` naming ``path`` when ``error`` (raised while writing it) means the disk is
+    full, else None. An OSError from inside a write names the temporary file or nothing; the user needs
+    the real path and the plain reason."""
+    if isinstance(error, OSError):
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    elif isinstance(error, RuntimeError):  # torch's C++ writer: no errno
+        try:
+            st = os.statvfs(path.parent)
+            full = st.f_bavail * st.f_frsize < NEARLY_FULL_BYTES
+        except (OSError, AttributeError):  # no statvfs on Windows
+            full = False
+    else:  # a bug in the caller, KeyboardInterrupt, ...: not the disk
+        full = False
+    return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) if full else None
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -60,6 +81,10 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
     fsync'ed and renamed over ``path``. A crash (or an exception in ``write``) leaves the old file whole
     and no temporary behind. ``write`` receives the temporary's path, so libraries that write by name
     (``safetensors.save_file``, ``torch.save``) fit.
+
+    Raises:
+        OSError: ``ENOSPC`` naming ``path`` when the disk is full (whatever ``write`` raised then);
+            anything else that ``write`` raises, as it is.
     """
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
@@ -71,9 +96,12 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
         fsync_dir(path.parent)
-    except BaseException:
+    except BaseException as e:
+        full = _disk_full(e, path)  # judged before the temporary's space is freed
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if full is not None:
+            raise full from e
         raise
 
 
@@ -82,7 +110,7 @@ def atomic_write_dir(path: str | Path, write: Callable[[Path], Any]) -> Path:
     it, whose files are fsync'ed before it is renamed into place. An existing ``path`` is moved aside
     first and then deleted, so a crash leaves either the old directory or the new one complete (plus a
     ``TMP_PREFIX`` leftover that cleanup may delete); an exception in ``write`` leaves the old one and no
-    temporary behind. Returns ``path``.
+    temporary behind (a full disk is reported as in `atomic_write`). Returns ``path``.
     """
     path = Path(path)
     tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}"
@@ -99,8 +127,11 @@ def atomic_write_dir(path: str | Path, write: Callable[[Path], Any]) -> Path:
         else:
             os.rename(tmp, path)
         fsync_dir(path.parent)
-    except BaseException:
+    except BaseException as e:
+        full = _disk_full(e, path)  # judged before the temporary's space is freed
         shutil.rmtree(tmp, ignore_errors=True)
+        if full is not None:
+            raise full from e
         raise
     return path
 
