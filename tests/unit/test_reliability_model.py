@@ -5,14 +5,19 @@ an output directory."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from albert._io import TMP_PREFIX
 from albert.config import AlbertConfig, ConfigError
 from albert.convert.hf import CheckpointError, load_model
+from albert.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
+from albert.convert.tf_checkpoint import write_checkpoint
 from albert.model import (
     HEADS,
     AlbertForPreTraining,
@@ -21,6 +26,7 @@ from albert.model import (
     PreTrainedModule,
 )
 
+TF_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tf"
 EXTRA = {"classification": {"num_labels": 3}}
 
 
@@ -121,6 +127,22 @@ def test_bert_config_without_hidden_size_is_a_config_error() -> None:
         AlbertConfig.from_dict({"model_type": "bert", "num_hidden_layers": 2}, source="bert_config.json")
 
 
+def test_tf_split_heads_kernel_that_does_not_flatten_to_the_kernel_is_refused(tmp_path: Path) -> None:
+    """A (heads, H, head_dim) key kernel has the right number of values but is no C-order view of the (H, H)
+    kernel; it used to be reshaped silently into a wrong matrix."""
+    a = np.load(TF_FIXTURES / "google" / "arrays.npz")
+    arrays = {k: a[k] for k in a.files}
+    name = "bert/encoder/transformer/group_0/inner_group_1/attention_1/self/key/kernel"
+    arrays[name] = arrays[name].reshape(2, 16, 8)  # H = 16, 2 heads of 8
+    write_checkpoint(tmp_path / "model.ckpt", arrays)
+    with pytest.raises(
+        ConversionError, match=rf"tensor '{name}' has shape \(2, 16, 8\), expected \(16, 16\)"
+    ):
+        load_tf_checkpoint(
+            tmp_path / "model.ckpt", HEADS, config=TF_FIXTURES / "google" / "albert_config.json"
+        )
+
+
 # ------------------------------------------------------------ item 5: a model without its task head
 def test_require_head_refuses_a_model_dir_without_the_task_head(saved: Path) -> None:
     with pytest.raises(CheckpointError) as e:
@@ -159,3 +181,50 @@ def test_require_head_counts_the_pooler(saved: Path) -> None:
     _edit(saved, lambda s: [s.pop(k) for k in ("albert.pooler.weight", "albert.pooler.bias")])
     with pytest.raises(CheckpointError, match=r"no tensor for albert.pooler.weight, albert.pooler.bias"):
         AlbertForSequenceClassification.from_pretrained(saved, require_head=True)
+
+
+# ------------------------------------------------------------------ item 6: convert's output directory
+def _google(tmp_path: Path) -> Path:
+    src = tmp_path / "albert_base"
+    shutil.copytree(TF_FIXTURES / "google", src)
+    return src
+
+
+def test_convert_refuses_a_non_empty_output_unless_overwrite(tmp_path: Path) -> None:
+    src, out = _google(tmp_path), tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match=rf"{out}: the output exists .* --overwrite"):
+        convert_tf_checkpoint(src, out, HEADS)
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+    convert_tf_checkpoint(src, out, HEADS, overwrite=True)
+    names = {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "spiece.model"} <= names and "notes.txt" not in names
+    assert isinstance(load_model(out), AlbertForPreTraining)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(TMP_PREFIX)]
+
+
+def test_convert_into_an_empty_directory_needs_no_overwrite(tmp_path: Path) -> None:
+    (tmp_path / "out").mkdir()
+    convert_tf_checkpoint(_google(tmp_path), tmp_path / "out", HEADS)
+    assert (tmp_path / "out" / "model.safetensors").is_file()
+
+
+def test_convert_overwrite_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A conversion that fails while writing leaves the old directory exactly as it was (never half old,
+    half new: config.json is written after the weights, so a per-file write would have mixed them)."""
+    src, out = _google(tmp_path), tmp_path / "out"
+    convert_tf_checkpoint(src, out, HEADS, head=None)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    import albert.convert.hf
+
+    def fail_config(path: Path, text: str) -> None:
+        raise OSError("simulated failure writing config.json")
+
+    monkeypatch.setattr(albert.convert.hf, "atomic_write_text", fail_config)
+    with pytest.raises(OSError, match="simulated failure"):
+        convert_tf_checkpoint(src, out, HEADS, overwrite=True)  # the pretraining head: other weights
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(TMP_PREFIX)]

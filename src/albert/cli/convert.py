@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +21,7 @@ albert convert tf CKPT --output DIR [--config albert_config.json] [--tokenizer 3
       - albert_zh, brightmart's layout (albert_config_*.json, albert_model.ckpt.*, vocab.txt) or the
         Google layout (albert_config.json, albert_model.ckpt.*, vocab.txt),
       - a fine-tuned run directory (its `checkpoint` state file names the checkpoint).
+    An existing non-empty DIR is an error unless --overwrite, which replaces it atomically.
     Every tensor's CRC32C is verified. Optimizer slots (adam_m/adam_v, lamb_m/lamb_v) and global_step are
     skipped; a variable that matches nothing is an error unless --allow-unused. Fine-tuned classifier
     variables (output_weights/output_bias) become the classification head. The output directory loads
@@ -56,29 +56,30 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--allow-unused", action="store_true", help="log variables that match nothing instead of failing"
     )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing non-empty output directory (atomically: the old one stays whole until "
+        "the new one is complete)",
+    )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
 
 
 def _run_tf(args: argparse.Namespace) -> int:
-    from albert.config import ConfigError
-    from albert.convert.tf import ConversionError, convert_tf_checkpoint
-    from albert.convert.tf_checkpoint import CheckpointFormatError
+    from albert.convert.tf import convert_tf_checkpoint
     from albert.model import HEADS
 
     start = time.perf_counter()
-    try:
-        report = convert_tf_checkpoint(
-            args.checkpoint,
-            args.output,
-            HEADS,
-            config=args.config,
-            tokenizer=args.tokenizer,
-            head=None if args.head == "none" else args.head,
-            allow_unused=args.allow_unused,
-        )
-    except (ConversionError, CheckpointFormatError, ConfigError, FileNotFoundError) as e:
-        print(f"albert convert tf: error: {e}", file=sys.stderr)
-        return 1
+    report = convert_tf_checkpoint(
+        args.checkpoint,
+        args.output,
+        HEADS,
+        config=args.config,
+        tokenizer=args.tokenizer,
+        head=None if args.head == "none" else args.head,
+        allow_unused=args.allow_unused,
+        overwrite=args.overwrite,
+    )  # errors (ConversionError, CheckpointFormatError, ConfigError, OSError) are reported by cli.main
     seconds = time.perf_counter() - start
     summary = {
         "checkpoint": str(report.prefix),

@@ -2,6 +2,10 @@
 
 Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
 Modules keep heavy imports (torch, transformers, ...) inside ``run`` so that ``albert --help`` is fast.
+
+Exit codes: 0 success, 1 an error of the data, the model or the system (one line ``albert <cmd>: error:
+<message>``, the traceback with ``-v``; `main` prints it, so ``run`` just raises), 2 a usage error
+(argparse), 130 / 143 interrupted.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import argparse
 import importlib
 import logging
 import sys
+import traceback
 
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
@@ -62,6 +67,23 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def error_message(error: BaseException) -> str | None:
+    """The one line that `main` prints for an expected error, or None for a bug (whose traceback is
+    shown). Expected: the package's own error classes (ConfigError, CheckpointError, ...: all are
+    defined in ``albert``), any OSError (a missing file, a full disk) and a ValueError with a message."""
+    if isinstance(error, OSError):
+        if error.strerror and error.filename is not None:  # "[Errno 28] ...: 'path'" -> "path: ..."
+            return f"{error.filename}: {error.strerror}"
+        text = str(error)
+    elif any(c.__module__.partition(".")[0] == "albert" for c in type(error).__mro__) or (
+        isinstance(error, ValueError) and str(error)
+    ):
+        text = str(error)
+    else:
+        return None
+    return " ".join(text.split()) or type(error).__name__  # one line
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
@@ -79,6 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        message = error_message(e)
+        if message is None:
+            raise  # a bug: the full traceback
+        if args.verbose:
+            traceback.print_exc()
+        print(f"albert {args.command}: error: {message}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

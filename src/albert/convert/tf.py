@@ -34,7 +34,6 @@ skipped with one log line. Any other variable that no rule uses is an error nami
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Iterable, Mapping
@@ -46,7 +45,8 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from albert.config import AlbertConfig, ConfigError
+from albert._io import atomic_write_dir
+from albert.config import AlbertConfig, ConfigError, read_config_file
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
 from albert.convert.tf_checkpoint import TFCheckpoint
@@ -216,7 +216,7 @@ def _read_part(ckpt: TFCheckpoint, name: str, kernel: bool, out: np.ndarray, ver
     if entry.shape == tf_shape:
         ckpt.read(name, verify=verify, out=out, transpose=kernel)
         return
-    if len(entry.shape) <= len(tf_shape):
+    if not _merges_into(entry.shape, tf_shape):
         raise ConversionError(
             f"{ckpt.prefix}: tensor {name!r} has shape {entry.shape}, expected {tuple(tf_shape)} ({hint})"
         )
@@ -224,6 +224,22 @@ def _read_part(ckpt: TFCheckpoint, name: str, kernel: bool, out: np.ndarray, ver
     # biases of older exports: their C-order flattening is the 2-D (1-D) variable of modeling.py.
     arr = ckpt.read(name, verify=verify).reshape(tf_shape)
     out[...] = arr.T if kernel else arr
+
+
+def _merges_into(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether merging runs of consecutive dimensions of ``shape`` gives ``target`` (so that its C-order
+    flattening is the ``target`` tensor): (16, 2, 8) -> (16, 16) yes, (8, 32) -> (16, 16) no."""
+    if len(shape) <= len(target):
+        return tuple(shape) == tuple(target)
+    dims = iter(shape)
+    for want in target:
+        got = next(dims, None)
+        while got is not None and 0 < got < want and want % got == 0:
+            nxt = next(dims, None)
+            got = None if nxt is None else got * nxt
+        if got != want:
+            return False
+    return next(dims, None) is None
 
 
 def load_tf_checkpoint(
@@ -348,10 +364,7 @@ def _resolve_config(
             f"{prefix}: no albert_config.json (or bert_config.json / config.json) next to the checkpoint; "
             "pass one with --config"
         )
-    try:
-        raw = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{cfg_path}: not valid JSON (line {e.lineno}: {e.msg})") from None
+    raw = read_config_file(cfg_path)
     cfg = AlbertConfig.from_dict(raw, source=str(cfg_path))
     return _config_for_layout(cfg, raw, layout, str(cfg_path)), str(cfg_path)
 
@@ -445,11 +458,29 @@ def convert_tf_checkpoint(
     tokenizer: str | Path | None = None,
     head: str | None = "auto",
     allow_unused: bool = False,
+    overwrite: bool = False,
 ) -> TFConversionReport:
     """Convert a TF1 checkpoint into a model directory (config.json + model.safetensors + tokenizer files)
-    that our package and Hugging Face transformers both load. ``tokenizer``: the vocabulary (a
-    SentencePiece ``.model`` or a WordPiece ``vocab.txt``); by default the one next to the checkpoint.
-    ``models``: as for `load_tf_checkpoint`."""
+    that our package and Hugging Face transformers both load.
+
+    Args:
+        path, models, config, head, allow_unused: as for `load_tf_checkpoint`.
+        output: the model directory, written as a whole (`albert._io.atomic_write_dir`): a failed
+            conversion leaves no directory, or the old one as it was.
+        tokenizer: the vocabulary (a SentencePiece ``.model`` or a WordPiece ``vocab.txt``); by default
+            the one next to the checkpoint.
+        overwrite: replace an existing non-empty ``output``; without it that is an error, raised before
+            anything is read.
+
+    Raises:
+        FileExistsError: ``output`` exists, is not an empty directory, and ``overwrite`` is not set.
+        ConversionError, CheckpointFormatError, ConfigError: as for `load_tf_checkpoint`.
+    """
+    output = Path(output)
+    if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
+        raise FileExistsError(
+            f"{output}: the output exists and is not an empty directory (pass --overwrite to replace it)"
+        )
     model, report = load_tf_checkpoint(path, models, config=config, head=head, allow_unused=allow_unused)
     vocab = Path(tokenizer) if tokenizer is not None else find_vocab(report.prefix)
     tok = None
@@ -469,6 +500,7 @@ def convert_tf_checkpoint(
                 tok.vocab_size,
                 model.config.vocab_size,
             )
-    model.save_pretrained(output, tokenizer=tok)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_dir(output, lambda tmp: model.save_pretrained(tmp, tokenizer=tok))
     logger.info("wrote %s", output)
     return report
