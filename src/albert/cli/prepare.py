@@ -5,6 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the library loads in the functions: `albert --help` stays fast
+    from albert.data.pipeline import PrepareConfig
 
 HELP = "tokenize a corpus into pretraining shards (SOP/NSP pairs, n-gram masks)"
 DESCRIPTION = """Tokenize a corpus into memory-mappable shards with sentence-pair instances and masked-LM
@@ -28,9 +32,18 @@ unless --overwrite (which deletes the old manifests and shards first).
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from albert.data.pipeline import DEFAULT_MAX_SKIP_FRACTION, PrepareConfig
+    from albert.data.pipeline import PrepareConfig
 
     d = PrepareConfig()
+    _io_arguments(p, d)
+    _instance_arguments(p, d)
+    _masking_arguments(p, d)
+    _execution_arguments(p, d)
+
+
+def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
+    from albert.data.pipeline import DEFAULT_MAX_SKIP_FRACTION
+
     io = p.add_argument_group("input and output")
     io.add_argument("--input", nargs="+", type=Path, metavar="FILE", help="corpus files")
     io.add_argument("--tokenizer", help="tokenizer directory or file (spiece.model / vocab.txt)")
@@ -71,6 +84,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--merge", type=Path, metavar="DATA_DIR", help="only merge the part manifests of DATA_DIR"
     )
 
+
+def _instance_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
     inst = p.add_argument_group("instances (defaults: the original's flags)")
     inst.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
     inst.add_argument("--short-seq-prob", type=float, default=d.short_seq_prob)
@@ -91,6 +106,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help=f"passes over the data (default {d.dupe_factor} static, 1 dynamic)",
     )
 
+
+def _masking_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
     m = p.add_argument_group("masking")
     m.add_argument(
         "--masking",
@@ -117,6 +134,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="whole-word masking of Chinese words (jieba); default: on with --language chinese",
     )
 
+
+def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
     run_g = p.add_argument_group("execution")
     run_g.add_argument("--seed", type=int, default=d.seed)
     run_g.add_argument("--workers", type=int, default=1, help="processes")

@@ -363,29 +363,14 @@ def prepare(
             lines are unreadable; 1.0 never fails. No manifest is written then.
     """
     cfg = cfg or PrepareConfig()
-    if not 0 <= shard_index < num_shards:
-        raise ValueError(f"need 0 <= shard_index < num_shards, got {shard_index} and {num_shards}")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    if not 0.0 <= max_skip_fraction <= 1.0:
-        raise ValueError(f"max_skip_fraction must be in [0, 1], got {max_skip_fraction}")
-    if not inputs:
-        raise DataError("no input files")
+    _check_arguments(inputs, workers, shard_index, num_shards, max_skip_fraction)
     tok = load_tokenizer_arg(tokenizer)
     check_language_tokenizer(cfg, tok)
     tok_info = tokenizer_info(tok)
     run = _Run(
-        cfg,
-        Path(output),
-        tokenizer,
-        tok,
-        tok_info,
-        config_hash(cfg, tok_info),
-        workers,
-        shard_index,
-        num_shards,
-        inputs_record(inputs),
-    )
+        cfg, Path(output), tokenizer, tok, tok_info, config_hash(cfg, tok_info),
+        workers, shard_index, num_shards, inputs_record(inputs),
+    )  # fmt: skip
     _open_data_dir(run, overwrite)
     report = ReadReport(strict=strict)
     docs = read_documents(
@@ -418,6 +403,19 @@ def prepare(
         sum(e["instances"] for e in built.entries.values()), time.perf_counter() - t0,
     )  # fmt: skip
     return _write_manifest(run, part)
+
+
+def _check_arguments(
+    inputs: Sequence[str | Path], workers: int, shard_index: int, num_shards: int, max_skip_fraction: float
+) -> None:
+    if not 0 <= shard_index < num_shards:
+        raise ValueError(f"need 0 <= shard_index < num_shards, got {shard_index} and {num_shards}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if not 0.0 <= max_skip_fraction <= 1.0:
+        raise ValueError(f"max_skip_fraction must be in [0, 1], got {max_skip_fraction}")
+    if not inputs:
+        raise DataError("no input files")
 
 
 def _write_manifest(run: _Run, part: dict[str, Any]) -> dict[str, Any]:

@@ -143,16 +143,14 @@ def train_sentencepiece(
         progress: called with one-line progress messages.
         progress_every: report every this many input lines.
         sentencepiece_log: let SentencePiece print its own (verbose) training log to stderr.
-        overwrite: replace an existing non-empty ``output_dir``. The new directory is written next to it
-            and renamed into place, so a failure leaves the old one whole.
+        overwrite: replace a non-empty ``output_dir``, atomically (a failure leaves the old one whole).
 
     Returns:
         The trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Raises:
         ValueError: no usable text, a vocabulary larger than the corpus supports, bad input files.
-        FileExistsError: ``output_dir`` is not empty and ``overwrite`` is off.
-        NotADirectoryError: ``output_dir`` is a file.
+        FileExistsError, NotADirectoryError: ``output_dir`` is not empty (without ``overwrite``), or a file.
     """
     symbols = list(user_defined_symbols)
     if vocab_size < 6 + len(symbols):
@@ -179,20 +177,26 @@ def train_sentencepiece(
     tok = AlbertTokenizer.from_bytes(
         model, source=str(out / "spiece.model"), do_lower_case=do_lower_case, keep_accents=keep_accents
     )
-
-    def write(d: Path) -> list[Path]:
-        return [*tok.save_pretrained(d), _write_vocab_file(tok, d / "spiece.vocab")]
-
-    written: list[Path] = []
-    out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_dir(out, lambda d: written.extend(write(d)))
-    stats.files = [out / p.name for p in written]
+    stats.files = _write_directory(tok, out)
     if progress is not None:
         progress(
             f"trained a {model_type} vocabulary of {tok.vocab_size:,} pieces on {stats.lines_used:,} lines "
             f"in {stats.seconds:.1f}s -> {out}"
         )
     return tok, stats
+
+
+def _write_directory(tok: AlbertTokenizer, out: Path) -> list[Path]:
+    """The tokenizer directory, written next to ``out`` and renamed over it (an old one stays whole until
+    the new one is complete); returns the paths of its files."""
+    written: list[Path] = []
+
+    def write(d: Path) -> None:
+        written.extend([*tok.save_pretrained(d), _write_vocab_file(tok, d / "spiece.vocab")])
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_dir(out, write)
+    return [out / p.name for p in written]
 
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
