@@ -57,3 +57,16 @@ def test_epochs_win_over_the_presets_steps() -> None:
     assert (cfg.train_steps, cfg.warmup_steps) == (None, 5)
     cfg = resolve_config(PRESET, _parse("--epochs", "2", "--train-steps", "10"))
     assert (cfg.train_steps, cfg.warmup_steps) == (10, 200)
+
+
+def test_every_preset_fine_tunes_with_the_originals_optimizer() -> None:
+    """The original's --optimizer=adamw (run_glue.sh, run_squad_v1/v2.py, run_race.py) is
+    AdamWeightDecayOptimizer, without bias correction: our adamw_original, not torch.optim.AdamW."""
+    from albert.tasks.custom import CUSTOM_PRESET
+    from albert.tasks.glue import SPECS
+    from albert.tasks.race import RACE_PRESET
+    from albert.tasks.squad import PRESETS as SQUAD_PRESETS
+
+    presets = [s.preset for s in SPECS.values()] + [RACE_PRESET, CUSTOM_PRESET, *SQUAD_PRESETS.values()]
+    assert {p.optimizer for p in presets} == {"adamw_original"}
+    assert (FinetuneConfig().weight_decay, FinetuneConfig().adam_epsilon) == (0.01, 1e-6)  # optimization.py

@@ -13,6 +13,7 @@ import pytest
 from albert.cli.main import main
 from albert.config import AlbertConfig
 from albert.tasks.squad_data import make_unanswerable, read_squad
+from albert.tasks.squad_metric import normalize_answer
 from conftest import FIXTURES
 
 TINY = FIXTURES / "squad" / "tiny-v1.1.json"
@@ -115,7 +116,12 @@ def test_v20_finetune_reports_hasans_noans(
     argv = ["evaluate", "squad", "--model", str(run), "--dev-file", str(tiny_v2), "--null-threshold", "1e9"]
     assert main(argv) == 0  # a fixed threshold above every null score: always answer
     summary = json.loads(capsys.readouterr().out)
-    assert summary["threshold_chosen"] == 0.0 and summary["NoAns_f1"] == 0.0
+    preds = json.loads((best_dir / "eval" / "dev" / "predictions.json").read_text())
+    assert summary["threshold_chosen"] == 0.0 and all(preds.values())
+    # an answer still scores on an unanswerable question when it normalizes to "" ("a", "the", ".")
+    noans = [e.qas_id for e in read_squad(tiny_v2).examples if e.is_impossible]
+    empty = sum(normalize_answer(preds[q]) == "" for q in noans)
+    assert summary["NoAns_f1"] == pytest.approx(100.0 * empty / len(noans))
     odds = json.loads((best_dir / "eval" / "dev" / "null_odds.json").read_text())
     assert len(odds) == 19
 

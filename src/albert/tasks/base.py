@@ -105,8 +105,10 @@ class FinetuneConfig:
     encoder_dropout: float | None = None
     """Hidden and attention dropout inside the encoder while fine-tuning (the README's 'ALBERT DR');
     null keeps the checkpoint's config."""
-    optimizer: str = "adamw"
-    """adamw | adamw_original | lamb."""
+    optimizer: str = "adamw_original"
+    """adamw_original | adamw | lamb. adamw_original is what the original fine-tuned with: run_glue.sh,
+    run_squad_v1/v2 and run_race's --optimizer=adamw is optimization.py's AdamWeightDecayOptimizer,
+    without Adam's bias correction; adamw is torch.optim.AdamW, with it."""
     weight_decay: float = 0.01
     """Weight decay, LayerNorm and biases excluded (original optimization.py AdamWeightDecayOptimizer:
     0.01)."""

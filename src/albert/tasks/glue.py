@@ -72,8 +72,10 @@ _COLA_COLUMNS = ("source", "label", "original_label", "sentence")  # CoLA in_dom
 
 
 def _preset(lr: float, batch: int, steps: int, warmup: int, **kw: Any) -> FinetuneConfig:
-    # Common to every GLUE row of the original: max_seq_length 512, AdamW (weight decay 0.01, eps 1e-6),
-    # classifier dropout 0.1 (run_glue.sh COMMON_ARGS; README fine-tuning table, columns MSL, Classifier DR).
+    # Common to every GLUE row of the original: max_seq_length 512, --optimizer=adamw, which is
+    # AdamWeightDecayOptimizer (our adamw_original, FinetuneConfig's default: no bias correction; weight
+    # decay 0.01, eps 1e-6), classifier dropout 0.1 (run_glue.sh COMMON_ARGS; README fine-tuning table,
+    # columns MSL, Classifier DR).
     return FinetuneConfig(
         learning_rate=lr, batch_size=batch, train_steps=steps, warmup_steps=warmup, max_seq_length=512, **kw
     )
