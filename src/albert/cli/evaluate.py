@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-from albert.cli.errors import fail
-
 HELP = "evaluate a fine-tuned model (run directory or model directory) on a task split"
 DESCRIPTION = """Evaluate a fine-tuned model on a split and write its predictions.
 
@@ -51,30 +49,25 @@ def run(args: argparse.Namespace) -> int:
     from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
 
+    # errors are raised: `albert.cli.main` prints them as one line and exits 1
     summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
     if summary_hook is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
-        try:
-            summary = summary_hook(args)
-        except (ValueError, KeyError, OSError) as e:
-            return fail("evaluate", e)
+        summary = summary_hook(args)
         if summary is not None:
             print(json.dumps(summary, indent=2))
             return 0
-    try:
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
-        # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
-        tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
-        task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
-        if task.kind != tuned.task.kind:
-            raise ModelDirError(
-                f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"
-            )
-        examples = task.read(args.split)
-        features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
-        model = tuned.load_model(args.device)  # refuses a model without its task head
-    except (ValueError, KeyError, OSError) as e:
-        return fail("evaluate", e)
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
+    tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
+    task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
+    if task.kind != tuned.task.kind:
+        raise ModelDirError(
+            f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"
+        )
+    examples = task.read(args.split)
+    features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
+    model = tuned.load_model(args.device)  # refuses a model without its task head
     t0 = time.perf_counter()
     res = evaluate(
         task,

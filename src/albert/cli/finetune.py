@@ -22,7 +22,6 @@ import json
 import math
 from typing import Any
 
-from albert.cli.errors import EXIT_ERROR, fail
 from albert.cli.options import add_dataclass_flags, given_values
 
 HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
@@ -119,39 +118,33 @@ def run(args: argparse.Namespace) -> int:
     from albert.tasks.inputs import read_model_config
     from albert.tasks.rundir import check_output_dir
 
+    # errors are raised: `albert.cli.main` prints them as one line and exits 1
+    if not args.print_config:  # before reading any data
+        check_output_dir(args.output, resume=args.resume, overwrite=args.overwrite, init=args.init)
+    _check_run_flags(args)
+    task, preset = task_module(args.task_kind).cli_task(args)
+    cfg = resolve_config(preset, args)
     try:
-        if not args.print_config:  # before reading any data
-            check_output_dir(args.output, resume=args.resume, overwrite=args.overwrite, init=args.init)
-        _check_run_flags(args)
-        task, preset = task_module(args.task_kind).cli_task(args)
-        cfg = resolve_config(preset, args)
         # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
         cfg.validate(None if args.print_config else read_model_config(args.init))
-    except FinetuneConfigError as e:
-        for name, reason in e.problems:
-            fail("finetune", f"--{name.replace('_', '-')}: {reason}")
-        return EXIT_ERROR
-    except (ValueError, KeyError, OSError) as e:
-        return fail("finetune", e)
+    except FinetuneConfigError as e:  # named by their flags
+        raise FinetuneConfigError([(f"--{n.replace('_', '-')}", why) for n, why in e.problems]) from None
     if args.print_config:
         print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
         return 0
-    try:
-        result = finetune(
-            task,
-            args.init,
-            args.output,
-            cfg,
-            train_limit=args.train_limit,
-            predict_test=not args.no_test,
-            resume=args.resume,
-            overwrite=args.overwrite,
-            max_time_s=args.max_time,
-            progress_bar=not args.no_progress,
-            random_init=args.random_init,
-        )
-    except (ValueError, KeyError, OSError) as e:
-        return fail("finetune", e)
+    result = finetune(
+        task,
+        args.init,
+        args.output,
+        cfg,
+        train_limit=args.train_limit,
+        predict_test=not args.no_test,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        max_time_s=args.max_time,
+        progress_bar=not args.no_progress,
+        random_init=args.random_init,
+    )
     for which in ("best", "last"):
         rec = getattr(result, which)
         metrics = {k: v for k, v in rec.items() if isinstance(v, float)}

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import atomic_write_text
-from albert.cli.errors import fail
 
 HELP = "predict labels (and probabilities) for text from a file or stdin with a fine-tuned model"
 DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per input line.
@@ -140,25 +139,23 @@ def _write(rows: Iterable[dict[str, Any]], path: str) -> None:
 def run(args: argparse.Namespace) -> int:
     from albert.tasks.rundir import load_finetuned
 
-    try:
-        if args.batch_size < 1:
-            raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
-        tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
-        lines, source = read_lines(args.input)
-        if not lines:
-            raise ValueError(f"{source}: no input")
-        numbered = parse_lines(lines, args.format, source)
-        given = [(n, rec) for n, rec in numbered if rec is not None]
-        examples = tuned.task.predict_examples(
-            [rec for _, rec in given],
-            [n for n, _ in given],
-            source,
-            text_field=args.text_field,
-            pair_field=args.pair_field,
-        )
-        model = tuned.load_model(args.device)  # refuses a model without its task head
-    except (ValueError, KeyError, OSError) as e:
-        return fail("predict", e)
+    # errors are raised: `albert.cli.main` prints them as one line and exits 1
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
+    lines, source = read_lines(args.input)
+    if not lines:
+        raise ValueError(f"{source}: no input")
+    numbered = parse_lines(lines, args.format, source)
+    given = [(n, rec) for n, rec in numbered if rec is not None]
+    examples = tuned.task.predict_examples(
+        [rec for _, rec in given],
+        [n for n, _ in given],
+        source,
+        text_field=args.text_field,
+        pair_field=args.pair_field,
+    )
+    model = tuned.load_model(args.device)  # refuses a model without its task head
     predicted = _predict_rows(tuned, model, given, examples, args.batch_size)
     # one output line per input line, in order: a blank line gets an error record, not a gap
     _write([predicted.get(n, {"line": n, "error": EMPTY_INPUT}) for n, _ in numbered], args.output)

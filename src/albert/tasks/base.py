@@ -49,6 +49,14 @@ class ModelDirError(ValueError):
     """A model directory that cannot be used for fine-tuning or prediction; the message says why."""
 
 
+class UnknownNameError(KeyError):
+    """An unknown task, split or metric name: a failed lookup (so a KeyError) whose message lists the known
+    names, shown as it is (a plain KeyError shows its repr)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 class FinetuneConfigError(ValueError):
     """Fine-tuning hyperparameters that cannot work; one ``(field, reason)`` per bad field in ``problems``."""
 
@@ -243,8 +251,10 @@ class Task(abc.ABC):
         """Features for the model; each carries ``example_index`` (position in ``examples``)."""
 
     @abc.abstractmethod
-    def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
-        """The model with this task's head, the encoder loaded from a model directory."""
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
+        """The model with this task's head, the encoder loaded from a model directory (``init``); a head
+        that ``init`` lacks is freshly initialized, or with ``require_head`` (a fine-tuned model, for
+        prediction) an error (`albert.convert.hf.CheckpointError`)."""
 
     @abc.abstractmethod
     def postprocess(

@@ -92,11 +92,11 @@ class ClassificationTask(Task):
             features.append(feat)
         return features
 
-    def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
         from albert.model import AlbertForSequenceClassification
 
         model = AlbertForSequenceClassification.from_pretrained(
-            init, num_labels=self.num_labels, **config_overrides
+            init, num_labels=self.num_labels, require_head=require_head, **config_overrides
         )
         if self.labels is not None:
             model.label_names = list(self.labels)  # type: ignore[assignment]  # -> config.json id2label

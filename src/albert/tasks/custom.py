@@ -36,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from albert._io import JsonlError, iter_jsonl
-from albert.tasks.base import Example, FinetuneConfig, TaskDataError
+from albert.tasks import metrics as M
+from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
 
 logger = logging.getLogger(__name__)
@@ -239,11 +240,14 @@ class CustomTask(ClassificationTask):
         self._cache: dict[str, list[Example]] = {}
         self.skipped_rows: dict[str, int] = {}
         """File -> rows skipped by ``data.skip_bad_rows`` (kept in task.json)."""
+        if metrics is None:
+            metrics = ("pearson", "spearman") if data.regression else ("accuracy",)
+        unknown = [m for m in metrics if m not in M.METRICS]
+        if unknown:  # now, not at the first evaluation after training steps
+            raise UnknownNameError(f"unknown metric(s) {', '.join(unknown)}; known: {', '.join(M.METRICS)}")
         labels: tuple[str, ...] | None = None
         if not data.regression:
             labels = data.labels if data.labels is not None else self._infer_labels()
-        if metrics is None:
-            metrics = ("pearson", "spearman") if data.regression else ("accuracy",)
         super().__init__(
             data.name,
             self._read,
@@ -324,7 +328,7 @@ class CustomTask(ClassificationTask):
                 raise FileNotFoundError("no test file given (--test)")
             self._cache[split] = self._read_file(self.data.test, labelled=False, split="test")
         else:
-            raise KeyError(f"unknown split {split!r}; custom data has train, dev, test")
+            raise UnknownNameError(f"unknown split {split!r}; custom data has train, dev, test")
         examples = self._cache[split]
         if self.labels is not None:
             known = set(self.labels)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import atomic_write_text
-from albert.tasks.base import Example, FinetuneConfig, TaskDataError
+from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.rundir import REPORT_FILE
 
@@ -236,9 +236,11 @@ TASK_NAMES: tuple[str, ...] = tuple(SPECS)
 def get_spec(name: str) -> GlueSpec:
     key = ALIASES.get(name.lower(), name.lower())
     if key == "mnli-mm":
-        raise KeyError("MNLI-mm is evaluated by the mnli task (its dev_mismatched / test_mismatched splits)")
+        raise UnknownNameError(
+            "MNLI-mm is evaluated by the mnli task (its dev_mismatched / test_mismatched splits)"
+        )
     if key not in SPECS:
-        raise KeyError(f"unknown GLUE task {name!r}; known: {', '.join(SPECS)}")
+        raise UnknownNameError(f"unknown GLUE task {name!r}; known: {', '.join(SPECS)}")
     return SPECS[key]
 
 
@@ -276,7 +278,7 @@ def read_tsv_rows(
 def read_split(data_dir: str | Path, spec: GlueSpec, split: str) -> list[Example]:
     """The examples of one split of a GLUE task."""
     if split not in spec.splits:
-        raise KeyError(f"GLUE {spec.name} has no split {split!r}; it has {', '.join(spec.splits)}")
+        raise UnknownNameError(f"GLUE {spec.name} has no split {split!r}; it has {', '.join(spec.splits)}")
     s = spec.splits[split]
     path = Path(data_dir) / s.file
     if not path.is_file():

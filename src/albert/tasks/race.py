@@ -281,10 +281,10 @@ class MultipleChoiceTask(Task):
             features.append(feat)
         return features
 
-    def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
         from albert.model import AlbertForMultipleChoice
 
-        return AlbertForMultipleChoice.from_pretrained(init, **config_overrides)
+        return AlbertForMultipleChoice.from_pretrained(init, require_head=require_head, **config_overrides)
 
     def postprocess(
         self,

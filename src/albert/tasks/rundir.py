@@ -123,54 +123,19 @@ class FineTuned:
         """The fine-tuned model (`Task.build_model`) on ``device`` (None: a GPU when there is one).
 
         Raises:
-            ModelDirError: the weights lack some of the model's tensors, its task head say: the loader
-                would initialise them at random, and predictions would be noise that changes every run.
+            CheckpointError: the weights lack some of the model's task head (or pooler), which would be
+                initialized at random: predictions would be noise that changes every run.
         """
         from albert.train.distributed import pick_device
 
-        model = self.task.build_model(self.model_dir)
-        missing = tensors_not_stored(model, self.model_dir)
-        if missing:
-            shown = ", ".join(missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
-            raise ModelDirError(
-                f"{self.model_dir}: the weights hold no {shown}, so the {self.task.kind} head would be "
-                "random; is this the model directory that `albert finetune` wrote?"
-            )
-        return model.to(pick_device(device))
-
-
-def tensors_not_stored(model: Any, model_dir: Path) -> list[str]:
-    """The names of ``model``'s tensors that the weights of ``model_dir`` hold neither under our names
-    nor under Hugging Face's (`albert.convert.keymap`), in either case with or without the backbone
-    prefix, as the loader reads them. The loader (`albert.convert.hf`) initialises such tensors afresh
-    and only logs it: right when fine-tuning starts from an encoder, wrong for a fine-tuned model.
-    """
-    from albert.convert import keymap
-    from albert.convert.hf import read_state_dict
-    from albert.model import head_of
-
-    prefixes = (keymap.OUR_BACKBONE_PREFIX, *keymap.HF_BACKBONE_PREFIX.values())
-
-    def bare(name: str) -> str:
-        return next((name[len(p) :] for p in prefixes if name.startswith(p)), name)
-
-    stored = {bare(k) for k in read_state_dict(Path(model_dir))[0]}
-    foreign: dict[str, tuple[str, ...]] = {}
-    if keymap.has_foreign_layout(model.config):
-        foreign = {r.ours: r.theirs for r in keymap.hf_rules(model.config, head_of(model), bare=True)}
-
-    def is_stored(name: str) -> bool:
-        theirs = foreign.get(bare(name))
-        return bare(name) in stored or (theirs is not None and all(t in stored for t in theirs))
-
-    return [name for name in model.state_dict() if not is_stored(name)]
+        return self.task.build_model(self.model_dir, require_head=True).to(pick_device(device))
 
 
 def load_finetuned(
     path: str | Path, checkpoint: str = "best", max_seq_length: int | None = None
 ) -> FineTuned:
     """A run directory's ``checkpoint`` (or a model directory) with its task, tokenizer and the sequence
-    length to use (`trained_max_seq_length`); the model itself is `FineTuned.task.build_model(model_dir)`.
+    length to use (`trained_max_seq_length`); the model itself is `FineTuned.load_model`.
 
     Raises:
         ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it.

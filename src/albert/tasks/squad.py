@@ -163,14 +163,14 @@ class SquadTask(Task):
         return batch
 
     # ------------------------------------------------------------------------------------ model
-    def build_model(self, init: str | Path, **config_overrides: Any) -> Any:
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
         if self.head == "verifier":
             from albert.model.squad_head import AlbertForSquadV2
 
-            return AlbertForSquadV2.from_pretrained(init, **config_overrides)
+            return AlbertForSquadV2.from_pretrained(init, require_head=require_head, **config_overrides)
         from albert.model import AlbertForQuestionAnswering
 
-        return AlbertForQuestionAnswering.from_pretrained(init, **config_overrides)
+        return AlbertForQuestionAnswering.from_pretrained(init, require_head=require_head, **config_overrides)
 
     # ------------------------------------------------------------------------------ predictions
     def postprocess(
