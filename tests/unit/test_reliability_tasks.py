@@ -7,6 +7,7 @@ directory, and exit status 1, instead of a wrong result with exit 0.
 * item 8: hyperparameter limits checked up front (`FinetuneConfig.validate`), one line each;
 * item 9: binary input to `albert predict` is one line naming the input line;
 * item 10: `albert predict` writes one line per input line, blank ones included.
+* and: unknown task / split / metric names are one line too, and metrics are checked before any data.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from standin_tokenizer import make_tiny_model_dir
 
 from albert.cli.main import main
 from albert.config import AlbertConfig
-from albert.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError
+from albert.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.custom import CustomData, CustomTask
 from albert.tasks.rundir import RunDirError, check_output_dir, replacing, write_task_info
@@ -335,3 +336,17 @@ def test_predict_writes_one_line_per_input_line_in_order(
     assert out[0]["text"] == "a sharp , smart film ." and out[2]["text"] == "uneasy mishmash"
     assert out[1] == {"line": 2, "error": "empty input"} and out[3] == {"line": 4, "error": "empty input"}
     assert out[2].get("id") == (7 if fmt == "jsonl" else None)
+
+
+# ------------------------------------------------------------------------------------ names and one line
+def test_unknown_names_are_one_line_and_bad_metrics_are_refused_before_reading(
+    tuned_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["evaluate", "glue", "--task", "sst2", "--data-dir", str(GLUE_DIR), "--model", str(tuned_dir)]
+    assert main([*argv, "--split", "validation"]) == 1
+    assert _err_lines(capsys) == [
+        "albert evaluate: error: GLUE sst2 has no split 'validation'; it has train, dev, test"
+    ]
+    missing = tmp_path / "never-read.csv"
+    with pytest.raises(UnknownNameError, match="unknown metric\\(s\\) bleu; known: accuracy"):
+        CustomTask(CustomData(train=missing, labels=("a", "b")), metrics=("accuracy", "bleu"))
