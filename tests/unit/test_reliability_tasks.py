@@ -350,3 +350,24 @@ def test_unknown_names_are_one_line_and_bad_metrics_are_refused_before_reading(
     missing = tmp_path / "never-read.csv"
     with pytest.raises(UnknownNameError, match="unknown metric\\(s\\) bleu; known: accuracy"):
         CustomTask(CustomData(train=missing, labels=("a", "b")), metrics=("accuracy", "bleu"))
+
+
+def test_adam_epsilon_and_the_optimizer_reach_the_optimizer(
+    init_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import albert.optim
+
+    built = []
+    real = albert.optim.build_optimizer
+
+    def spy(*args, **kwargs):
+        built.append(real(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(albert.optim, "build_optimizer", spy)
+    argv = _sst2_argv(init_dir, tmp_path / "run", "--adam-epsilon", "1e-3", "--weight-decay", "0.05")
+    assert main(argv) == 0
+    (opt,) = built
+    assert type(opt).__name__ == "Lamb"  # adamw_original: the original's AdamWeightDecayOptimizer
+    assert {g["eps"] for g in opt.param_groups} == {1e-3}
+    assert {g["weight_decay"] for g in opt.param_groups} == {0.0, 0.05}  # LayerNorm and biases excluded

@@ -318,7 +318,8 @@ def _make_trainer(
     max_time_s: float | None,
     progress_bar: bool,
 ) -> Any:
-    """`Trainer.for_finetuning` with AdamW + linear warmup/decay, dev evaluation every ``eval_every``
+    """`Trainer.for_finetuning` with the config's optimizer (its weight decay and epsilon) and linear
+    warmup/decay, dev evaluation every ``eval_every``
     steps (default: each epoch) and at the end, the best checkpoint by the dev score, the last one."""
     from albert.train import Trainer, TrainerConfig
 
@@ -330,6 +331,7 @@ def _make_trainer(
         warmup_steps=warmup_steps,
         optimizer=cfg.optimizer,
         weight_decay=cfg.weight_decay,
+        eps=cfg.adam_epsilon,
         config=TrainerConfig(
             max_steps=total_steps,
             max_grad_norm=cfg.max_grad_norm,
