@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from inference_support import make_model_dir, write_polarity_like
+from inference_support import VOCAB, make_model_dir, write_polarity_like
 
 from albert.cli.main import main
 from albert.config import AlbertConfig
@@ -208,5 +208,9 @@ def test_cli_export_bad_inputs_fail_with_one_line(
         [str(model_dir), "--output", str(tmp_path / "o"), "--calibrate-on", "nope.csv"]
     )
     assert not (tmp_path / "o").exists()
+    headless = tmp_path / "headless"  # task.json says classification, the weights have no classifier
+    make_model_dir(headless)
+    HEADS[None](AlbertConfig.from_preset("albert-tiny", vocab_size=len(VOCAB))).save_pretrained(headless)
+    assert "classifier" in error([str(headless), "--output", str(tmp_path / "o")])
     assert _export([str(model_dir), "--output", str(busy), "--overwrite"]) == 0
     assert (busy / "model.onnx").is_file() and not (busy / "keep.txt").exists()

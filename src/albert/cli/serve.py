@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             batch_size=config.max_batch,
             device=args.device,
         )
-    except (ModelDirError, FileNotFoundError) as e:
+    except (ModelDirError, FileNotFoundError, ValueError) as e:  # ValueError: e.g. a head missing
         print(f"albert serve: error: {e}", file=sys.stderr)
         return 1
     except ImportError as e:

@@ -64,7 +64,7 @@ def resolve_source(path: str | Path, checkpoint: str = "best") -> Path:
 
 def load_source(model_dir: Path) -> tuple[Any, Any, dict[str, Any] | None]:
     """(model in eval mode, tokenizer, task.json or None) of a model directory."""
-    from albert.convert.hf import load_model
+    from albert.convert.hf import CheckpointError, load_model
     from albert.tasks.base import ModelDirError
     from albert.tasks.inputs import load_model_tokenizer
     from albert.tasks.rundir import TASK_FILE, read_task_info, task_from_info
@@ -73,9 +73,12 @@ def load_source(model_dir: Path) -> tuple[Any, Any, dict[str, Any] | None]:
         tokenizer = load_model_tokenizer(model_dir)
         info = read_task_info(model_dir) if (model_dir / TASK_FILE).is_file() else None
         # a fine-tuned model is built by its task (e.g. the SQuAD 2.0 head that config.json of an older
-        # directory names only as an encoder); any other as the class its config.json names
-        model = task_from_info(info).build_model(model_dir) if info else load_model(model_dir)
-    except (ModelDirError, ValueError, FileNotFoundError) as e:
+        # directory names only as an encoder), its head required; any other as its config.json names
+        if info:
+            model = task_from_info(info).build_model(model_dir, require_head=True)
+        else:
+            model = load_model(model_dir)
+    except (ModelDirError, ValueError, FileNotFoundError, CheckpointError) as e:
         raise ExportError(str(e).splitlines()[0]) from None
     return model.eval(), tokenizer, info
 

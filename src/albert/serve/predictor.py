@@ -169,13 +169,11 @@ def _torch_fn(finetuned: FineTuned, int8: bool, threads: int | None, device: str
         torch.set_num_threads(int(threads))
     if int8 and device not in (None, "cpu"):
         raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
-    model = finetuned.task.build_model(finetuned.model_dir).eval()
+    model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head
     if int8:
         from albert.export.quantize import quantize_torch_int8
 
         quantize_torch_int8(model)
-    elif device:
-        model.to(device)
     return torch_predict_fn(model)
 
 
