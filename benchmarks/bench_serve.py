@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""`albert serve` under load on loopback: requests/s and p50 / p99 latency at 1, 8 and 32 concurrent
+clients, for the torch and onnx backends (optionally int8).
+
+The model is a sequence classifier (albert-base-v2 by default, random weights) with a WordPiece
+vocabulary of the polarity set's words (filled up to the preset's 30000 entries), so that requests are
+real sentences of realistic token counts; each request carries one sentence from the polarity set
+(data/polarity; a fixed list of sentences when it is absent). Each client sends its next request as
+soon as the previous one is answered, for ``--seconds`` per level after a short warm-up. The server is a
+separate process (`python -m albert serve`), started once per backend; the ONNX file is exported
+before the server starts. Also shown: inputs per model call (micro-batching at work).
+
+    python benchmarks/bench_serve.py                                # albert-base, torch and onnx, 10 s per level
+    python benchmarks/bench_serve.py --backends onnx --int8 --clients 1 32 --seconds 5
+    python benchmarks/bench_serve.py --preset albert-tiny --seconds 3   # a quick check of the script
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import csv
+import json
+import random
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+POLARITY = REPO / "data" / "polarity" / "polarity-en-pang-lee.csv"
+FALLBACK = [
+    "a gorgeous , witty , seductive movie .",
+    "the story is too long and the plot is a mess , but the cast is charming and often very funny .",
+    "dull .",
+    "it is not a bad film , it is just an awful one that never finds its rhythm .",
+]
+
+
+def sentences(limit: int = 2000) -> list[str]:
+    if not POLARITY.exists():
+        return FALLBACK
+    with open(POLARITY, encoding="utf-8", newline="") as f:
+        return [row[1].strip() for row, _ in zip(csv.reader(f), range(limit)) if len(row) == 2]
+
+
+def make_model_dir(path: Path, preset: str, texts: list[str]) -> Path:
+    import torch
+
+    from albert.config import AlbertConfig
+    from albert.model import AlbertForSequenceClassification
+    from albert.tasks.classification import ClassificationTask
+    from albert.tasks.rundir import write_task_info
+
+    config = AlbertConfig.from_preset(preset)
+    counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    words = [w for w, _ in counts.most_common(config.vocab_size - len(specials))]
+    filler = [f"[unused{i}]" for i in range(config.vocab_size - len(specials) - len(words))]
+    path.mkdir(parents=True)
+    (path / "vocab.txt").write_text("\n".join(specials + words + filler) + "\n", encoding="utf-8")
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(config, num_labels=2)
+    model.label_names = ["neg", "pos"]  # type: ignore[assignment]
+    model.save_pretrained(path)
+    task = ClassificationTask("polarity", lambda split: [], ["neg", "pos"], ["accuracy"])
+    write_task_info(task, path, {"max_seq_length": 128})
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(model: Path, backend: str, args: argparse.Namespace, log: Path) -> tuple[Any, str]:
+    import httpx
+
+    port = free_port()
+    argv = [sys.executable, "-m", "albert", "serve", str(model), "--backend", backend, "--port", str(port)]
+    argv += [
+        "--threads",
+        str(args.threads),
+        "--max-batch",
+        str(args.max_batch),
+        "--max-wait-ms",
+        str(args.max_wait_ms),
+    ]
+    argv += ["--int8"] if args.int8 else []
+    out = open(log, "w")  # noqa: SIM115 (the server writes to it until it stops)
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited:\n{log.read_text()}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1.0).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("the server did not start in 300 s")
+
+
+async def load(url: str, clients: int, seconds: float, texts: list[str], seed: int) -> dict[str, Any]:
+    import httpx
+
+    rng = random.Random(seed)
+    latencies: list[float] = []
+    errors = 0
+    limits = httpx.Limits(max_connections=clients, max_keepalive_connections=clients)
+    async with httpx.AsyncClient(base_url=url, timeout=120.0, limits=limits) as client:
+        batches0 = (await client.get("/health")).json()["batches"]
+        stop = time.perf_counter() + seconds
+
+        async def one_client() -> None:
+            nonlocal errors
+            while time.perf_counter() < stop:
+                t0 = time.perf_counter()
+                r = await client.post("/predict", json={"texts": [rng.choice(texts)]})
+                if r.status_code == 200:
+                    latencies.append(time.perf_counter() - t0)
+                else:
+                    errors += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one_client() for _ in range(clients)))
+        elapsed = time.perf_counter() - t0
+        batches = (await client.get("/health")).json()["batches"] - batches0
+    latencies.sort()
+    n = len(latencies)
+    return {
+        "clients": clients,
+        "requests": n,
+        "errors": errors,
+        "req_per_s": n / elapsed,
+        "p50_ms": 1e3 * statistics.median(latencies) if n else float("nan"),
+        "p99_ms": 1e3 * latencies[min(n - 1, int(0.99 * n))] if n else float("nan"),
+        "inputs_per_call": n / batches if batches else float("nan"),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", default="albert-base-v2")
+    ap.add_argument("--backends", nargs="+", default=["torch", "onnx"], choices=("torch", "onnx"))
+    ap.add_argument("--int8", action="store_true", help="int8 weights in both backends")
+    ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
+    ap.add_argument("--seconds", type=float, default=10.0, help="measured time per level")
+    ap.add_argument("--warmup", type=float, default=2.0, help="seconds of load before each backend's levels")
+    ap.add_argument("--threads", type=int, default=2, help="the server's intra-op threads")
+    ap.add_argument("--max-batch", type=int, default=32)
+    ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument("--json", type=Path, help="also write the results here")
+    args = ap.parse_args()
+
+    from albert.export.pipeline import export_model_dir
+
+    texts = sentences()
+    results: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        model = make_model_dir(Path(tmp) / "model", args.preset, texts)
+        print(f"{args.preset} (random weights), {len(texts)} polarity sentences, server threads {args.threads}, "
+              f"max batch {args.max_batch}, max wait {args.max_wait_ms} ms{', int8' if args.int8 else ''}")  # fmt: skip
+        for backend in args.backends:
+            served = model
+            if backend == "onnx":
+                served = Path(tmp) / "onnx"
+                export_model_dir(model, served, int8=args.int8, threads=args.threads)
+            proc, url = start_server(served, backend, args, Path(tmp) / f"{backend}.log")
+            try:
+                asyncio.run(load(url, max(args.clients), args.warmup, texts, seed=0))
+                results[backend] = [
+                    asyncio.run(load(url, c, args.seconds, texts, seed=c)) for c in args.clients
+                ]
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+            print(f"\n{backend}{' int8' if args.int8 else ''}:")
+            print(
+                f"  {'clients':>7} {'requests':>8} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'inputs/call':>11} {'errors':>6}"
+            )
+            for r in results[backend]:
+                print(f"  {r['clients']:>7} {r['requests']:>8} {r['req_per_s']:>7.1f} {r['p50_ms']:>8.1f} "
+                      f"{r['p99_ms']:>8.1f} {r['inputs_per_call']:>11.1f} {r['errors']:>6}")  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
