@@ -35,7 +35,7 @@ The run directory gets two checkpoints, both model directories: checkpoints/best
 checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
 A non-empty --output is refused unless --resume (continue it) or --overwrite (replace it; the old run
 is kept aside until the new one has finished, and put back if it fails). Hyperparameters are checked
-before any data is read: each bad one is a line `albert finetune: error: --flag: reason`, exit 1."""
+before any data is read: `albert finetune: error: --flag: reason[; --flag: reason]`, exit 1."""
 
 # task command -> module with cli_arguments(parser, mode) and cli_task(args, info) (see module docstring)
 TASKS: dict[str, str] = {
