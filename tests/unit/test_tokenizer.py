@@ -322,6 +322,7 @@ def test_save_and_load_round_trip(tok: AlbertTokenizer, tmp_path: Path) -> None:
     assert sorted(f.name for f in files) == [
         "special_tokens_map.json",
         "spiece.model",
+        "tokenizer.json",
         "tokenizer_config.json",
     ]
     again = load_tokenizer(tmp_path / "out")

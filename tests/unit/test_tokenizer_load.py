@@ -39,13 +39,45 @@ def test_saved_directories_record_their_type_and_load_back(tmp_path: Path, spm_f
         == "BertTokenizer"
     )
     assert isinstance(load_tokenizer(tmp_path / "wp"), WordPieceTokenizer)
+    assert (
+        json.loads((tmp_path / "wp" / "tokenizer_config.json").read_text())["albert_tokenizer_class"]
+        == "WordPieceTokenizer"
+    )
     sp = load_tokenizer(spm_file)
     sp.save_pretrained(tmp_path / "sp")
-    assert (
-        json.loads((tmp_path / "sp" / "tokenizer_config.json").read_text())["tokenizer_class"]
-        == "AlbertTokenizer"
-    )
+    config = json.loads((tmp_path / "sp" / "tokenizer_config.json").read_text())
+    # transformers reads tokenizer.json through its generic class (tokenizer_json.py); ours is recorded apart
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
+    assert config["albert_tokenizer_class"] == "AlbertTokenizer"
     assert isinstance(load_tokenizer(tmp_path / "sp"), AlbertTokenizer)
+
+
+def test_our_recorded_class_wins_and_a_generic_one_leaves_it_to_the_files(
+    tmp_path: Path, spm_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    d = tmp_path / "both"
+    d.mkdir()
+    shutil.copy(TINY_VOCAB, d / "vocab.txt")
+    shutil.copy(spm_file, d / "spiece.model")
+    (d / "tokenizer_config.json").write_text(
+        json.dumps(
+            {"tokenizer_class": "PreTrainedTokenizerFast", "albert_tokenizer_class": "WordPieceTokenizer"}
+        )
+    )
+    assert isinstance(load_tokenizer(d), WordPieceTokenizer)
+    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+        _config(d, "PreTrainedTokenizerFast")  # no class of ours: the files decide, SentencePiece first
+        assert isinstance(load_tokenizer(d), AlbertTokenizer)
+        _config(d, "TokenizersBackend")
+        assert isinstance(load_tokenizer(d), AlbertTokenizer)
+    assert not caplog.text
+    (d / "tokenizer_config.json").write_text(json.dumps({"albert_tokenizer_class": "SomethingElse"}))
+    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+        assert isinstance(load_tokenizer(d), AlbertTokenizer)
+    assert (
+        "albert_tokenizer_class 'SomethingElse' is not one of AlbertTokenizer, WordPieceTokenizer"
+        in caplog.text
+    )
 
 
 def test_the_recorded_class_wins_over_the_files_present(tmp_path: Path, spm_file: Path) -> None:

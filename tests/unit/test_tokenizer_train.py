@@ -32,7 +32,13 @@ def test_cli_writes_a_tokenizer_directory_with_albert_settings(
     trained: Path, capsys: pytest.CaptureFixture
 ) -> None:
     names = sorted(p.name for p in trained.iterdir())
-    assert names == ["special_tokens_map.json", "spiece.model", "spiece.vocab", "tokenizer_config.json"]
+    assert names == [
+        "special_tokens_map.json",
+        "spiece.model",
+        "spiece.vocab",
+        "tokenizer.json",  # transformers' AutoTokenizer reads it (tokenizer_json.py)
+        "tokenizer_config.json",
+    ]
     tok = load_tokenizer(trained)
     assert isinstance(tok, AlbertTokenizer) and tok.vocab_size == 1000
     sp = tok.sp

@@ -124,6 +124,11 @@ def test_ids_and_offsets_paths_agree_and_batches(minilm: WordPieceTokenizer) -> 
 
 
 def test_basic_tokenizer_matches_transformers_except_unassigned_and_private_use() -> None:
+    transformers = pytest.importorskip("transformers")
+    if int(transformers.__version__.split(".")[0]) >= 5:
+        pytest.skip(
+            f"transformers {transformers.__version__} has no BasicTokenizer (BERT is tokenizers-backed)"
+        )
     transformers_bert = pytest.importorskip("transformers.models.bert.tokenization_bert")
     ours = WordPieceTokenizer(TINY)
     ref = transformers_bert.BasicTokenizer(do_lower_case=True)

@@ -29,21 +29,30 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-# tokenizer_config.json's tokenizer_class (transformers' names, which our save_pretrained writes) -> ours
+# tokenizer_config.json's albert_tokenizer_class: the class of ours that wrote the directory
+OUR_CLASSES: dict[str, type[AlbertTokenizer] | type[WordPieceTokenizer]] = {
+    "AlbertTokenizer": AlbertTokenizer,
+    "WordPieceTokenizer": WordPieceTokenizer,
+}
+
+# tokenizer_config.json's tokenizer_class (transformers' names) -> ours
 TOKENIZER_CLASSES: dict[str, type[AlbertTokenizer] | type[WordPieceTokenizer]] = {
     "AlbertTokenizer": AlbertTokenizer,
     "AlbertTokenizerFast": AlbertTokenizer,
     "BertTokenizer": WordPieceTokenizer,
     "BertTokenizerFast": WordPieceTokenizer,
 }
+# transformers' classes that read any tokenizer.json (ours name one for SentencePiece): the files decide
+GENERIC_CLASSES = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
 
 
 def load_tokenizer(path: str | Path) -> AlbertTokenizer | WordPieceTokenizer:
     """Loads the tokenizer of a model directory or a vocabulary file.
 
-    A directory records its tokenizer type in ``tokenizer_config.json`` (``tokenizer_class``:
-    ``AlbertTokenizer`` -> SentencePiece, ``BertTokenizer`` -> WordPiece, as our ``save_pretrained`` and
-    transformers write it), and that decides when its file is there. Otherwise the files decide:
+    A directory records its tokenizer type in ``tokenizer_config.json``: ``albert_tokenizer_class``
+    (ours, written by our ``save_pretrained``) or else ``tokenizer_class`` (transformers' names:
+    ``AlbertTokenizer`` -> SentencePiece, ``BertTokenizer`` -> WordPiece), and that decides when its
+    file is there (a generic ``PreTrainedTokenizerFast`` leaves it to the files). Otherwise the files decide:
     ``spiece.model`` (or a single ``*.model``, e.g. the released ``30k-clean.model``) gives an
     `AlbertTokenizer`, ``vocab.txt`` a `WordPieceTokenizer`. The Chinese ALBERT checkpoints
     (google-research's albert_*_zh, brightmart/albert_zh and their Hugging Face ports) use BERT's WordPiece
@@ -77,16 +86,14 @@ def _directory_class(d: Path) -> type[AlbertTokenizer] | type[WordPieceTokenizer
         present.append(AlbertTokenizer)
     if (d / "vocab.txt").is_file():
         present.append(WordPieceTokenizer)
-    recorded = (
-        Tokenizer._read_config(d).get("tokenizer_class") if (d / "tokenizer_config.json").is_file() else None
-    )
+    key, recorded, cls = _recorded_class(d)
     if recorded is None:
         return present[0] if present else None
-    cls = TOKENIZER_CLASSES.get(str(recorded))
     if cls is None:
+        known = OUR_CLASSES if key == "albert_tokenizer_class" else TOKENIZER_CLASSES
         logger.warning(
-            "%s: tokenizer_class %r is not one of %s; reading the tokenizer by the files present",
-            d / "tokenizer_config.json", recorded, ", ".join(TOKENIZER_CLASSES),
+            "%s: %s %r is not one of %s; reading the tokenizer by the files present",
+            d / "tokenizer_config.json", key, recorded, ", ".join(known),
         )  # fmt: skip
         return present[0] if present else None
     if cls in present:
@@ -99,6 +106,22 @@ def _directory_class(d: Path) -> type[AlbertTokenizer] | type[WordPieceTokenizer
         d, recorded, _FILE_OF[cls], _FILE_OF[fallback], fallback.__name__,
     )  # fmt: skip
     return fallback
+
+
+def _recorded_class(
+    d: Path,
+) -> tuple[str, str | None, type[AlbertTokenizer] | type[WordPieceTokenizer] | None]:
+    """(key, recorded name, our class of that name or None) of ``d/tokenizer_config.json``: ours
+    (``albert_tokenizer_class``) first, then transformers' ``tokenizer_class``; the name is None when
+    nothing is recorded or only a generic class."""
+    config = Tokenizer._read_config(d) if (d / "tokenizer_config.json").is_file() else {}
+    ours = config.get("albert_tokenizer_class")
+    if ours is not None:
+        return "albert_tokenizer_class", str(ours), OUR_CLASSES.get(str(ours))
+    theirs = config.get("tokenizer_class")
+    if theirs is None or str(theirs) in GENERIC_CLASSES:
+        return "tokenizer_class", None, None
+    return "tokenizer_class", str(theirs), TOKENIZER_CLASSES.get(str(theirs))
 
 
 _FILE_OF: dict[type[Tokenizer], str] = {

@@ -415,8 +415,8 @@ class Tokenizer(abc.ABC):
     # ---------------------------------------------------------------------------------------------
 
     @staticmethod
-    def _write_json(path: Path, obj: dict[str, Any]) -> Path:
-        atomic_write_json(path, obj, indent=2)
+    def _write_json(path: Path, obj: dict[str, Any], indent: int | None = 2) -> Path:
+        atomic_write_json(path, obj, indent=indent)
         return path
 
     @staticmethod

@@ -30,6 +30,7 @@ import sentencepiece as spm
 from albert._io import atomic_write_bytes, read_varint
 from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
 from albert.tokenizer.preprocess import aligned_preprocess, preprocess_text
+from albert.tokenizer.tokenizer_json import TOKENIZER_JSON, sentencepiece_tokenizer_json
 
 __all__ = ["AlbertTokenizer", "preprocess_text", "SPIECE_UNDERLINE"]
 
@@ -257,9 +258,11 @@ class AlbertTokenizer(Tokenizer):
         )
 
     def save_pretrained(self, directory: str | Path) -> list[Path]:
-        """Writes ``spiece.model``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
+        """Writes ``spiece.model``, ``tokenizer.json``, ``tokenizer_config.json`` and ``special_tokens_map.json``.
 
-        transformers' ``AlbertTokenizer.from_pretrained(directory)`` reads them.
+        transformers 4.x and 5.x read them: ``AutoTokenizer`` the ``tokenizer.json`` (a
+        ``PreTrainedTokenizerFast`` with our ids, see `albert.tokenizer.tokenizer_json`), 4.x's
+        ``AlbertTokenizer`` the ``spiece.model``. ``albert_tokenizer_class`` records our class.
         """
         d = Path(directory)
         d.mkdir(parents=True, exist_ok=True)
@@ -283,16 +286,26 @@ class AlbertTokenizer(Tokenizer):
             "cls_token": names["cls_token"],
             "mask_token": mask,
         }
+        pipeline = sentencepiece_tokenizer_json(self)
         cfg = {
-            "tokenizer_class": "AlbertTokenizer",
+            # transformers 5's AlbertTokenizer rebuilds the normalizer of tokenizer.json in code (and
+            # differently); PreTrainedTokenizerFast reads the file as written (tokenizer_json.py)
+            "tokenizer_class": "AlbertTokenizer" if pipeline is None else "PreTrainedTokenizerFast",
+            "albert_tokenizer_class": "AlbertTokenizer",
+            "model_input_names": ["input_ids", "token_type_ids", "attention_mask"],
             "do_lower_case": self.do_lower_case,
             "remove_space": self.remove_space,
             "keep_accents": self.keep_accents,
             "model_max_length": 512,  # ALBERT's max_position_embeddings
             **specials,
         }
+        written = [model]
+        if pipeline is None:
+            (d / TOKENIZER_JSON).unlink(missing_ok=True)  # a stale one would be read instead of spiece.model
+        else:
+            written.append(self._write_json(d / TOKENIZER_JSON, pipeline, indent=None))
         return [
-            model,
+            *written,
             self._write_json(d / "tokenizer_config.json", cfg),
             self._write_json(d / "special_tokens_map.json", specials),
         ]

@@ -260,9 +260,11 @@ class WordPieceTokenizer(Tokenizer):
         d.mkdir(parents=True, exist_ok=True)
         vocab = d / "vocab.txt"
         atomic_write_text(vocab, "".join(t + "\n" for t in self._tokens))
+        (d / "tokenizer.json").unlink(missing_ok=True)  # transformers would take its vocabulary, not ours
         specials = dict(self.special_tokens)
         cfg = {
             "tokenizer_class": "BertTokenizer",
+            "albert_tokenizer_class": "WordPieceTokenizer",
             "do_lower_case": self.do_lower_case,
             "strip_accents": self.strip_accents,
             "tokenize_chinese_chars": True,
