@@ -24,8 +24,8 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
     result.eval_history                                             # [{"step": 500, "eval_accuracy": ...}]
 
 * `Trainer(model, optimizer, scheduler, config, run_dir=..., eval_fn=..., metrics_fn=..., data_state=...,
-  on_save=..., dist=...)` is the general form; `albert.optim.build_optimizer` / `build_scheduler` make the
-  optimizer and schedule (LAMB for pretraining).
+  on_save=..., dist=..., save_every_s=...)` is the general form; `albert.optim.build_optimizer` /
+  `build_scheduler` make the optimizer and schedule (LAMB for pretraining).
 * ``config.grad_accum_steps`` micro-batches (per rank) make one optimizer step: global batch = micro batch
   x grad_accum_steps x world size. The loss of each micro-batch is divided by ``grad_accum_steps``.
 * ``eval_fn(model) -> dict[str, float]`` runs every ``eval_every`` steps and at the end, on every rank
@@ -38,6 +38,8 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   pretraining dataset); by default the batch iterable itself if it has them. Without one, resuming skips the
   batches already consumed in the current epoch (exact when the order per epoch is deterministic:
   ``set_epoch(epoch)`` is called on the iterable, or on its ``sampler``, when it has one).
+* ``save_every_s``: a step checkpoint also whenever that much training time (the clock ``max_time_s``
+  counts) has passed since the last one; with ``config.save_every`` (steps) whichever comes first.
 * ``fit(batches, resume=None | True | path)`` returns a `TrainResult`; ``resume=True`` continues from the
   newest checkpoint of ``run_dir``. On CPU a resumed run reproduces the uninterrupted one bit for bit.
 * Files: ``RUN_DIR/metrics.jsonl`` (one JSON object per logged step: step, loss, every metric, lr,
@@ -55,7 +57,8 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
 
 This file is the loop; its parts live next to it: `TrainerConfig` in ``config.py``, metric sums and
 files in ``metrics.py``, the epoch-wise data position in ``batches.py``, DDP / compile / autocast in
-``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and signals in ``distributed.py``.
+``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and signals in ``distributed.py``,
+what ``fit`` returns in ``result.py``.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +95,7 @@ from albert.train.metrics import (
 )
 from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
 from albert.train.precision import resolve_precision
+from albert.train.result import TrainResult
 
 __all__ = [
     "Trainer",
@@ -112,31 +116,6 @@ LOOP_STATE = ("step", "tokens", "elapsed_s", "bad_steps")
 
 class TrainingDiverged(RuntimeError):
     """Too many consecutive steps with a non-finite loss or gradient."""
-
-
-@dataclass
-class TrainResult:
-    """What `Trainer.fit` returns (also written to RUN_DIR/result.json)."""
-
-    steps: int
-    tokens: int
-    elapsed_s: float
-    stop_reason: str
-    """max_steps | signal | time_limit"""
-    train_metrics: dict[str, float] = field(default_factory=dict)
-    """The last logged training window."""
-    eval_metrics: dict[str, float] = field(default_factory=dict)
-    """The last evaluation."""
-    eval_history: list[dict[str, float]] = field(default_factory=list)
-    best_metric: float | None = None
-    best_step: int | None = None
-    best_checkpoint: str | None = None
-    last_checkpoint: str | None = None
-    stop_signal: int | None = None
-    """The signal number when stop_reason is "signal"."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -175,9 +154,13 @@ class Trainer:
         data_state: Any = None,
         on_save: Callable[[Path], None] | None = None,
         dist: DistInfo | None = None,
+        save_every_s: float | None = None,
     ) -> None:
         if config is None:
             raise ValueError("Trainer: config (TrainerConfig) is required")
+        if save_every_s is not None and not (math.isfinite(save_every_s) and save_every_s > 0):
+            raise ValueError(f"Trainer: save_every_s must be finite and > 0, or None; got {save_every_s}")
+        self.save_every_s = save_every_s
         self.config = config
         self.model = model
         self.optimizer = optimizer
@@ -216,6 +199,8 @@ class Trainer:
         # clocks of the running fit: training time since t_last; tokens/s over the logging window
         self._t_last = self._window_start = 0.0
         self._window_tokens = 0
+        # training time (the ranks' mean) after the last step, and at the last checkpoint (save_every_s)
+        self._training_s = self._saved_at_s = 0.0
 
     # ------------------------------------------------------------------------------------------ building
     @classmethod
@@ -319,6 +304,7 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(params, max_norm)
         training_s = self.elapsed_s + (time.perf_counter() - self._t_last)
         (loss_bad, grad_bad, signalled), training_s = self._sync_flags(acc.loss_bad, grad_norm, training_s)
+        self._training_s = training_s
         out_of_time = cfg.max_time_s is not None and training_s >= cfg.max_time_s
         lr = float(self.optimizer.param_groups[0]["lr"])
         self.tokens += acc.tokens * self.dist.world_size
@@ -382,6 +368,11 @@ class Trainer:
         """Whether what runs every ``every`` steps (None: never) runs after this step."""
         return every is not None and self.step % every == 0
 
+    def _save_time_due(self) -> bool:
+        """Whether ``save_every_s`` of training time have passed since the last checkpoint (the same
+        answer on every rank: the times compared are the ranks' mean)."""
+        return self.save_every_s is not None and self._training_s - self._saved_at_s >= self.save_every_s
+
     def _after_step(self, stepped: bool, stop: str | None) -> str | None:
         """Log, evaluate and checkpoint when due (the last step's evaluation and checkpoint are `_finish`'s);
         returns ``stop``."""
@@ -399,7 +390,7 @@ class Trainer:
                 self.step,
             )
             return stop
-        if stepped and mid_run and self._due(cfg.save_every):
+        if stepped and mid_run and (self._due(cfg.save_every) or self._save_time_due()):
             self.save()
             self._t_last = time.perf_counter()
         return None
@@ -530,6 +521,7 @@ class Trainer:
             keep_last=self.config.keep_last,
             on_save=self.on_save,
         )
+        self._saved_at_s = self._training_s
         return self.last_checkpoint
 
     def _save_best(self, metrics: dict[str, float]) -> None:
@@ -562,6 +554,7 @@ class Trainer:
             )
         for key in LOOP_STATE:
             setattr(self, key, state[key])
+        self._training_s = self._saved_at_s = self.elapsed_s
         self.best.value, self.best.step = state["best_value"], state["best_step"]
         self.eval_history = list(state.get("eval_history", []))
         self.data.restore(state["epoch"], state["batch_in_epoch"], mine.get("data"))
