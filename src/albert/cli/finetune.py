@@ -33,8 +33,11 @@ DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT)
 
 The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
 checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
-A non-empty --output is refused unless --resume (continue it) or --overwrite (replace it; the old run
-is kept aside until the new one has finished, and put back if it fails). Hyperparameters are checked
+While training, checkpoints/step-N is rewritten every 10 minutes of training (--save-every-minutes)
+and every --save-every steps; a killed run continues exactly where that checkpoint left it with the
+same command plus --resume. A non-empty --output is refused unless --resume (continue it) or
+--overwrite (replace it; the old run is kept aside until the new one has finished, and put back if it
+fails). Hyperparameters are checked
 before any data is read: `albert finetune: error: --flag: reason[; --flag: reason]`, exit 1."""
 
 # task command -> module with cli_arguments(parser, mode) and cli_task(args, info) (see module docstring)
@@ -73,6 +76,8 @@ def task_module(name: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert.tasks.finetune import SAVE_EVERY_S
+
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
         module = importlib.import_module(module_name)
@@ -105,6 +110,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         r.add_argument(
             "--max-time", type=float, help="training time budget in seconds (then checkpoint and stop)"
+        )
+        r.add_argument("--save-every", type=int, metavar="N", help="also write a checkpoint every N steps")
+        r.add_argument(
+            "--save-every-minutes",
+            type=float,
+            default=SAVE_EVERY_S / 60,
+            metavar="M",
+            help=f"write a checkpoint every M minutes of training (default {SAVE_EVERY_S / 60:g}; 0: only "
+            "at the end)",
         )
         r.add_argument("--no-progress", action="store_true", help="no progress bar")
         r.add_argument(
@@ -144,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         max_time_s=args.max_time,
         progress_bar=not args.no_progress,
         random_init=args.random_init,
+        save_every=args.save_every,
+        save_every_s=args.save_every_minutes * 60 or None,
     )
     for which in ("best", "last"):
         rec = getattr(result, which)
@@ -155,8 +171,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
-    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit and --max-time."""
-    if args.train_limit is not None and args.train_limit < 1:
-        raise ValueError(f"--train-limit: must be at least 1, got {args.train_limit}")
+    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit, --max-time and
+    --save-every, a finite --save-every-minutes >= 0."""
+    for flag, value in (("--train-limit", args.train_limit), ("--save-every", args.save_every)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag}: must be at least 1, got {value}")
     if args.max_time is not None and not (math.isfinite(args.max_time) and args.max_time > 0):
         raise ValueError(f"--max-time: must be a positive number of seconds, got {args.max_time}")
+    minutes = args.save_every_minutes
+    if not (math.isfinite(minutes) and minutes >= 0):
+        raise ValueError(f"--save-every-minutes: must be a number of minutes >= 0, got {minutes}")

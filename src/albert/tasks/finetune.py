@@ -6,6 +6,13 @@ with a dev evaluation as its ``eval_fn`` (`_DevEvaluation`, `_make_trainer`), ``
 files of the run directory (`albert.tasks.rundir`): the dev predictions of the best and the last
 evaluation, test-split predictions of the best checkpoint, and ``report.json``.
 
+A run is checkpointed every ``save_every`` steps and every ``save_every_s`` seconds of training (default
+`SAVE_EVERY_S`), keeping only the newest step checkpoint (each holds the model and Adam's two moments:
+three model sizes). ``resume=True`` continues from it exactly as `albert pretrain --resume` does: the
+trainer restores the optimizer, schedule, RNG, data position, best-so-far and dev-evaluation history, so
+on CPU the resumed run logs the losses of the uninterrupted one bit for bit (tests/e2e/test_finetune_resume.py).
+The task and hyperparameters are not stored: resume with the command line that started the run.
+
 The best checkpoint is the trainer's (``TrainerConfig.best_metric="eval_score"``, ``best_mode="max"``),
 and so are the dev predictions written as ``predictions/<split>_best.jsonl``: those of its
 `TrainResult.best_step` (the last evaluation's records when that is the best step, else the best
@@ -42,6 +49,10 @@ logger = logging.getLogger(__name__)
 
 DevSets = dict[str, tuple[list[Example], list[Feature]]]
 
+# A checkpoint every 10 minutes of training: a killed fine-tune loses at most that much, whatever its
+# step speed, and a short one (most fine-tunes on a GPU) writes only its final checkpoint.
+SAVE_EVERY_S = 600.0
+
 
 @dataclass
 class FinetuneResult:
@@ -70,6 +81,8 @@ def finetune(
     progress_bar: bool = True,
     random_init: bool = False,
     overwrite: bool = False,
+    save_every: int | None = None,
+    save_every_s: float | None = SAVE_EVERY_S,
 ) -> FinetuneResult:
     """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
 
@@ -78,7 +91,8 @@ def finetune(
     ``OUTPUT/checkpoints/best`` (highest task score on the first dev split; the original reports only
     this one) and ``OUTPUT/checkpoints/step-N`` (the final weights). ``OUTPUT/report.json`` says which is
     which, with their dev metrics; dev predictions of both go to ``OUTPUT/predictions/``, test-split
-    predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``.
+    predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``. Step checkpoints
+    every ``save_every`` steps / ``save_every_s`` seconds of training let ``resume`` continue the run.
 
     ``random_init``: keep ``init``'s architecture and tokenizer but draw every weight afresh (seeded by
     ``cfg.seed``) -- the from-scratch baseline that shows what pretraining bought.
@@ -123,22 +137,32 @@ def finetune(
         barrier(dist)
         trainer = _make_trainer(
             model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist,
-            max_time_s=max_time_s, progress_bar=progress_bar,
+            max_time_s=max_time_s, progress_bar=progress_bar, save_every=save_every, save_every_s=save_every_s,
         )  # fmt: skip
+        if resume:
+            _calibrate_as_resumed(task, out)
         logger.info(
             "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
             task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
             cfg.learning_rate, cfg.batch_size,
         )  # fmt: skip
         result = trainer.fit(batches, resume=resume or None)
-        return _conclude(
-            task, type(model), result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main
-        )
+        return _conclude(task, model, result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main)
+
+
+def _calibrate_as_resumed(task: Task, out: Path) -> None:
+    """The task as the last evaluation before the checkpoint left it (`Task.calibrate`: SQuAD 2.0's
+    no-answer threshold, written into the task.json of the checkpoints saved before the next one)."""
+    from albert.train.checkpoint import latest_checkpoint, read_trainer_state
+
+    history = read_trainer_state(latest_checkpoint(out)).get("eval_history") or []
+    if history:  # the first dev split's metrics are the ones without a split prefix, as in _DevEvaluation
+        task.calibrate({k.removeprefix("eval_"): v for k, v in history[-1].items()})
 
 
 def _conclude(
     task: Task,
-    model_cls: Any,
+    model: Any,
     result: Any,
     dev: _DevEvaluation,
     plan: dict[str, Any],
@@ -148,8 +172,9 @@ def _conclude(
     predict_test: bool,
     is_main: bool,
 ) -> FinetuneResult:
-    """After training (`TrainResult` ``result``): the best and last checkpoints with their dev metrics,
-    and, on the main process, their dev predictions, the test-split predictions and report.json."""
+    """After training (`TrainResult` ``result``; ``model``: the final weights): the best and last
+    checkpoints with their dev metrics, and, on the main process, their dev predictions, the test-split
+    predictions and report.json."""
     history = [{k.removeprefix("eval_"): v for k, v in r.items()} for r in result.eval_history]
     best, last = _checkpoints(
         result, history, f"score on {dev.main_split} (mean of {', '.join(task.metric_names)})"
@@ -157,8 +182,8 @@ def _conclude(
     report_path = out / REPORT_FILE
     if is_main:
         best_dir = Path(result.best_checkpoint or result.last_checkpoint or out)
-        load_best = functools.cache(lambda: _load_model(model_cls, best_dir, cfg))
-        _write_dev_predictions(dev, result, load_best, out / "predictions")
+        load_best = functools.cache(lambda: _load_model(type(model), best_dir, cfg))
+        _write_dev_predictions(dev, result, load_best, out / "predictions", final=model)
         if predict_test and task.test_splits:
             _predict_test_splits(task, load_best(), best, tokenizer, cfg, out / "test")
         report = {"task": task.info(), **plan, "train_seconds": result.elapsed_s}
@@ -286,17 +311,24 @@ class _DevEvaluation:
         return flat
 
 
-def _write_dev_predictions(dev: _DevEvaluation, result: Any, load_best: Any, pred_dir: Path) -> None:
+def _write_dev_predictions(
+    dev: _DevEvaluation, result: Any, load_best: Any, pred_dir: Path, final: Any = None
+) -> None:
     """``<split>_last.jsonl``: the records of the last evaluation; ``<split>_best.jsonl``: those of the
     trainer's best step (`TrainResult.best_step`): the last evaluation's when it is that step, else the
-    best checkpoint's (``load_best()``) evaluated again (an earlier step, or one of a resumed run)."""
+    best checkpoint's (``load_best()``) evaluated again (an earlier step, or one of a resumed run).
+
+    A run resumed from its final checkpoint has not evaluated in this process: its last evaluation, of
+    the final weights, is run again on ``final`` (the trained model)."""
+    last_step = result.eval_history[-1]["step"] if result.eval_history else None
+    if dev.latest is None and final is not None and last_step is not None and last_step == result.steps:
+        dev.latest = dev.run(final)
     if dev.latest is not None:
         for split, res in dev.latest.items():
             write_jsonl(pred_dir / f"{split}_last.jsonl", res.predictions)
     if result.best_step is None or result.best_checkpoint is None:
         return
-    # this process's last evaluation is the last entry of the trainer's history
-    last_step = result.eval_history[-1]["step"] if result.eval_history else None
+    # the last evaluation (dev.latest) is the last entry of the trainer's history
     best = dev.latest if dev.latest is not None and last_step == result.best_step else None
     if best is None:
         best = dev.run(load_best())
@@ -317,10 +349,13 @@ def _make_trainer(
     *,
     max_time_s: float | None,
     progress_bar: bool,
+    save_every: int | None,
+    save_every_s: float | None,
 ) -> Any:
     """`Trainer.for_finetuning` with the config's optimizer (its weight decay and epsilon) and linear
-    warmup/decay, dev evaluation every ``eval_every``
-    steps (default: each epoch) and at the end, the best checkpoint by the dev score, the last one."""
+    warmup/decay, dev evaluation every ``eval_every`` steps (default: each epoch) and at the end, the best
+    checkpoint by the dev score, and step checkpoints every ``save_every`` steps / ``save_every_s``
+    seconds and at the end, the newest kept."""
     from albert.train import Trainer, TrainerConfig
 
     has_dev = bool(dev.dev_sets)
@@ -339,8 +374,8 @@ def _make_trainer(
             device=cfg.device,
             eval_every=(cfg.eval_every or steps_per_epoch) if has_dev else None,
             eval_at_end=has_dev,
-            save_every=None,
-            keep_last=1,
+            save_every=save_every,
+            keep_last=1,  # a resume needs only the newest (written atomically before the older goes)
             best_metric="eval_score" if has_dev else None,
             best_mode="max",
             max_time_s=max_time_s,
@@ -351,6 +386,7 @@ def _make_trainer(
         eval_fn=dev if has_dev else None,
         on_save=on_save,
         dist=dist,
+        save_every_s=save_every_s,
     )
 
 
