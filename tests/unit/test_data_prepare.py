@@ -184,8 +184,16 @@ def test_cli(tmp_path: Path, spm_model: Path, capsys) -> None:
         ["prepare", "--input", str(WIKI_SAMPLE), "--tokenizer", str(spm_model), "--output", str(out)]
     )
     assert rc == 1
-    assert "other settings" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert (
+        "albert prepare: error: " in err and "other settings" in err.partition("albert prepare: error: ")[2]
+    )
     assert cli_main(["data", "verify", str(out)]) == 0
+    # neither --merge nor all of --input --tokenizer --output: a usage error, as argparse reports them
+    with pytest.raises(SystemExit) as usage:
+        cli_main(["prepare", "--input", str(WIKI_SAMPLE), "--output", str(tmp_path / "o")])
+    assert usage.value.code == 2
+    assert "albert prepare: error: missing --tokenizer (or --merge DATA_DIR)" in capsys.readouterr().err
 
 
 def test_chinese_whole_word_masking(tmp_path: Path) -> None:

@@ -74,7 +74,12 @@ def test_cli_json_and_check(data_dir: Path, capsys: pytest.CaptureFixture[str]) 
     assert "checks:" in out
     assert rc == (0 if all(c["within_1_point"] for c in s["checks"]) else 1)
     assert cli_main(["data", "stats", str(data_dir / "nope")]) == 1
-    assert "no manifest" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "albert data: error: " in err and "no manifest" in err.partition("albert data: error: ")[2]
+    with pytest.raises(SystemExit) as usage:  # no subcommand: argparse's usage error
+        cli_main(["data"])
+    assert usage.value.code == 2
+    assert "albert data: error: the following arguments are required: SUBCOMMAND" in capsys.readouterr().err
 
 
 @pytest.mark.slow

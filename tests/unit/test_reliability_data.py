@@ -84,7 +84,10 @@ def test_cli_max_skip_fraction(tmp_path: Path, spm_model: Path, capsys: pytest.C
     args = ["prepare", "--input", str(garbage), "--tokenizer", str(spm_model), "--max-seq-length", "64"]
     assert cli_main([*args, "--output", str(tmp_path / "a")]) == 1
     err = capsys.readouterr().err
-    assert f"{garbage}:{_first_bad_line(garbage)}: " in err and "--max-skip-fraction" in err
+    assert (
+        f"albert prepare: error: {garbage}:{_first_bad_line(garbage)}: " in err
+        and "--max-skip-fraction" in err
+    )
     # 1.0 disables the check: the old behaviour, skips counted in the manifest
     rc = cli_main([*args, "--output", str(tmp_path / "b"), "--max-skip-fraction", "1.0"])
     assert rc == 0
@@ -110,7 +113,7 @@ def test_tokenizer_train_refuses_a_non_empty_output(tmp_path: Path, capsys: pyte
     before = _tree(out)
     assert cli_main(_train_args(out, 400)) == 1
     err = capsys.readouterr().err
-    assert f"{out}: exists and is not empty" in err and "--overwrite" in err
+    assert f"albert tokenizer: error: {out}: exists and is not empty" in err and "--overwrite" in err
     assert _tree(out) == before  # untouched
     # --overwrite replaces the whole directory: the new vocabulary, nothing of the old one left
     (out / "notes.txt").write_text("an old file")

@@ -129,7 +129,7 @@ def test_errors(botchan: Path, tmp_path: Path, capsys: pytest.CaptureFixture) ->
         ["tokenizer", "train", "--input", str(bad), "--vocab-size", "100", "--output", str(tmp_path / "o")]
     )
     assert rc == 1
-    assert f"{bad}:2: not valid UTF-8" in capsys.readouterr().err
+    assert f"albert tokenizer: error: {bad}:2: not valid UTF-8" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n", encoding="utf-8")
     with pytest.raises(ValueError, match="no text in"):
@@ -137,7 +137,8 @@ def test_errors(botchan: Path, tmp_path: Path, capsys: pytest.CaptureFixture) ->
     with pytest.raises(ValueError, match="vocab_size=50000 is too large for this corpus"):
         train_sentencepiece([botchan], tmp_path / "o3", vocab_size=50000)
     rc = main(["tokenizer", "train", "--input", str(tmp_path / "nope.txt"), "--output", str(tmp_path / "o4")])
-    assert rc == 1 and "nope.txt" in capsys.readouterr().err
+    assert rc == 1
+    assert f"albert tokenizer: error: {tmp_path / 'nope.txt'}" in capsys.readouterr().err
 
 
 def test_encode_command(trained: Path, capsys: pytest.CaptureFixture) -> None:
@@ -147,3 +148,4 @@ def test_encode_command(trained: Path, capsys: pytest.CaptureFixture) -> None:
     assert "".join(r.get("text", "") for r in rows if r["type"] == 1) == "pair"
     assert "".join(r.get("text", "") for r in rows if r["type"] == 0) == "Hello,WORLD"
     assert main(["tokenizer", "encode", str(trained.parent / "missing"), "x"]) == 1
+    assert "albert tokenizer: error: " in capsys.readouterr().err

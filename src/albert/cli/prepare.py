@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,6 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _instance_arguments(p, d)
     _masking_arguments(p, d)
     _execution_arguments(p, d)
+    # "--merge, or all of --input --tokenizer --output" is beyond argparse's groups; `run` checks it and
+    # reports it as argparse does (usage, `albert prepare: error: ...`, exit 2)
+    p.set_defaults(_usage_error=p.error)
 
 
 def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
@@ -145,52 +147,47 @@ def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.data.documents import DataError
     from albert.data.pipeline import PrepareConfig, merge_parts, prepare
 
-    try:
-        if args.merge:
-            manifest = merge_parts(args.merge)
-            print(
-                f"{args.merge}/manifest.json: {len(manifest['shards'])} shards, {manifest['counts']['instances']} instances"
-            )
-            return 0
-        missing = [f"--{n}" for n in ("input", "tokenizer", "output") if not getattr(args, n)]
-        if missing:
-            print(f"albert prepare: missing {', '.join(missing)}", file=sys.stderr)
-            return 2
-        dupe = args.dupe_factor
-        if dupe is None:
-            dupe = PrepareConfig.dupe_factor if args.masking == "static" else 1
-        cfg = PrepareConfig(
-            max_seq_length=args.max_seq_length,
-            short_seq_prob=args.short_seq_prob,
-            short_seq_scope=args.short_seq_scope,
-            task=args.task,
-            masked_lm_prob=args.masked_lm_prob,
-            max_predictions_per_seq=args.max_predictions_per_seq,
-            ngram=args.ngram,
-            favor_shorter_ngram=args.favor_shorter_ngram,
-            whole_word=args.whole_word,
-            zh_whole_word=args.zh_whole_word,
-            masking=args.masking,
-            dupe_factor=dupe,
-            seed=args.seed,
-            shard_chars=args.shard_chars,
-            input_format=args.input_format,
-            language=args.language,
-            jsonl_key=args.jsonl_key,
-            max_line_bytes=args.max_line_bytes,
-            max_doc_chars=args.max_doc_chars,
+    # errors of the data or the settings are raised: `albert.cli.main` prints them as one line, exit 1
+    if args.merge:
+        manifest = merge_parts(args.merge)
+        print(
+            f"{args.merge}/manifest.json: {len(manifest['shards'])} shards, {manifest['counts']['instances']} instances"
         )
-        result = prepare(
-            args.input, args.tokenizer, args.output, cfg,
-            workers=args.workers, shard_index=args.shard_index, num_shards=args.num_shards,
-            overwrite=args.overwrite, strict=args.strict, max_skip_fraction=args.max_skip_fraction,
-        )  # fmt: skip
-    except (DataError, ValueError) as e:
-        print(f"albert prepare: {e}", file=sys.stderr)
-        return 1
+        return 0
+    missing = [f"--{n}" for n in ("input", "tokenizer", "output") if not getattr(args, n)]
+    if missing:
+        args._usage_error(f"missing {', '.join(missing)} (or --merge DATA_DIR)")  # exits 2
+    dupe = args.dupe_factor
+    if dupe is None:
+        dupe = PrepareConfig.dupe_factor if args.masking == "static" else 1
+    cfg = PrepareConfig(
+        max_seq_length=args.max_seq_length,
+        short_seq_prob=args.short_seq_prob,
+        short_seq_scope=args.short_seq_scope,
+        task=args.task,
+        masked_lm_prob=args.masked_lm_prob,
+        max_predictions_per_seq=args.max_predictions_per_seq,
+        ngram=args.ngram,
+        favor_shorter_ngram=args.favor_shorter_ngram,
+        whole_word=args.whole_word,
+        zh_whole_word=args.zh_whole_word,
+        masking=args.masking,
+        dupe_factor=dupe,
+        seed=args.seed,
+        shard_chars=args.shard_chars,
+        input_format=args.input_format,
+        language=args.language,
+        jsonl_key=args.jsonl_key,
+        max_line_bytes=args.max_line_bytes,
+        max_doc_chars=args.max_doc_chars,
+    )
+    result = prepare(
+        args.input, args.tokenizer, args.output, cfg,
+        workers=args.workers, shard_index=args.shard_index, num_shards=args.num_shards,
+        overwrite=args.overwrite, strict=args.strict, max_skip_fraction=args.max_skip_fraction,
+    )  # fmt: skip
     counts = result.get("counts")
     if counts:
         skipped = result.get("skipped") or {}

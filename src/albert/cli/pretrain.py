@@ -103,29 +103,18 @@ def resolve(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     import signal
 
-    from albert.train.config import ConfigError, to_yaml
+    from albert.train.config import to_yaml
 
-    try:
-        cfg = resolve(args)
-    except ConfigError as e:
-        print(f"albert pretrain: {e}", file=sys.stderr)
-        return 2
+    # errors (ConfigError, DataError, TrainingDiverged, a missing file, ...) are raised: `albert.cli.main`
+    # prints them as one line and exits 1
+    cfg = resolve(args)
     if args.print_config:
         print(to_yaml(cfg), end="")
         return 0
 
-    from albert.data import DataError
-    from albert.train import TrainingDiverged
     from albert.train.pretraining import pretrain
 
-    try:
-        result = pretrain(cfg, resume=bool(args.resume))
-    except TrainingDiverged as e:
-        print(f"albert pretrain: {e}", file=sys.stderr)
-        return 1
-    except (ConfigError, DataError, FileNotFoundError, ValueError) as e:
-        print(f"albert pretrain: {e}", file=sys.stderr)
-        return 2
+    result = pretrain(cfg, resume=bool(args.resume))
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
     if main_rank:
         summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}

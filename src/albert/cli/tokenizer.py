@@ -82,26 +82,24 @@ def _run_train(args: argparse.Namespace) -> int:
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    try:
-        tok, stats = train_sentencepiece(
-            args.input,
-            args.output,
-            vocab_size=args.vocab_size,
-            do_lower_case=not args.cased,
-            keep_accents=args.keep_accents,
-            model_type=args.model_type,
-            character_coverage=args.character_coverage,
-            input_sentence_size=args.input_sentence_size,
-            user_defined_symbols=symbols,
-            seed=args.seed,
-            num_threads=args.threads,
-            progress=None if args.quiet else progress,
-            sentencepiece_log=args.sentencepiece_log,
-            overwrite=args.overwrite,
-        )
-    except (ValueError, OSError) as e:
-        print(f"albert tokenizer train: error: {e}", file=sys.stderr)
-        return 1
+    # errors (unreadable input, a used --output, ...) are raised: `albert.cli.main` prints them as one
+    # line and exits 1
+    tok, stats = train_sentencepiece(
+        args.input,
+        args.output,
+        vocab_size=args.vocab_size,
+        do_lower_case=not args.cased,
+        keep_accents=args.keep_accents,
+        model_type=args.model_type,
+        character_coverage=args.character_coverage,
+        input_sentence_size=args.input_sentence_size,
+        user_defined_symbols=symbols,
+        seed=args.seed,
+        num_threads=args.threads,
+        progress=None if args.quiet else progress,
+        sentencepiece_log=args.sentencepiece_log,
+        overwrite=args.overwrite,
+    )
     for f in stats.files:
         print(f)
     return 0
@@ -110,12 +108,8 @@ def _run_train(args: argparse.Namespace) -> int:
 def _run_encode(args: argparse.Namespace) -> int:
     from albert.tokenizer import load_tokenizer
 
-    try:
-        tok = load_tokenizer(args.tokenizer)
-        enc = tok.encode(args.text, args.text_pair, max_length=args.max_length, return_offsets=True)
-    except ValueError as e:
-        print(f"albert tokenizer encode: error: {e}", file=sys.stderr)
-        return 1
+    tok = load_tokenizer(args.tokenizer)
+    enc = tok.encode(args.text, args.text_pair, max_length=args.max_length, return_offsets=True)
     texts = (args.text, args.text_pair)
     for i, (tid, span, seq) in enumerate(zip(enc["input_ids"], enc["offsets"], enc["sequence_ids"])):
         row = {"i": i, "id": tid, "token": tok.id_to_piece(tid), "type": enc["token_type_ids"][i]}
