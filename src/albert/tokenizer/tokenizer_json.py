@@ -22,7 +22,7 @@ as written) and this module writes a pipeline that does what `AlbertTokenizer` d
                                                   final sigma; lower-case
                    SentencePiece's normalizer     NFC (see below); the model's precompiled charsmap;
                                                   extra spaces removed
-    pre-tokenizer  Metaspace                      "▁" for spaces and as the dummy prefix
+    pre-tokenizer  split at spaces, Metaspace     "▁" before each word (the dummy prefix)
     model          Unigram                        the model's pieces and scores
 
 Scores differ from the model's in two places, both for pieces SentencePiece never outputs from text:
@@ -32,17 +32,19 @@ pieces ending in a digit followed by "," (the original re-encodes them, albert/t
 Unigram never picks them. Where SentencePiece's best segmentation has such a piece, the original's
 re-encoding and Unigram's best segmentation without it can still differ (14 of the 36,049 sentences:
 "1837," -> "▁18" "<unk>" "," in the original, whose re-encoded "37" lacks its "▁" and is no piece).
+
 A control piece read as text (transformers' ``split_special_tokens=True``) is out of reach only where
 its characters are known pieces: a cased model reading "[CLS]" with a lower-cased vocabulary (C, L, S
 unknown) gets the control piece, as every unknown character scores below it (`tokenizers` derives that
 score from the lowest one in the vocabulary). By default transformers matches special-token strings
 before any of this and gives their special ids.
+
 NFC goes before the charsmap because `tokenizers` applies a charsmap to a grapheme of 6 or more bytes
 character by character, so NFKD's Hangul jamo would stay apart; SentencePiece matches them whole.
 
 The character classes come from this Python's `unicodedata`, which our tokenizer uses at run time, so
-the file matches the tokenizer that wrote it (agreement measured: every code point in context but 4
-that Rust's Unicode tables decompose differently).
+the file matches the tokenizer that wrote it (measured: every code point in context, "a{c}b {c}", but 4
+whose compatibility decompositions the Unicode tables of `tokenizers`' NFKD lack).
 """
 
 from __future__ import annotations
@@ -227,13 +229,20 @@ def sentencepiece_tokenizer_json(tok: AlbertTokenizer) -> dict[str, Any] | None:
         )  # fmt: skip
         return None
     charsmap = normalizer.get(_NORM_CHARSMAP, b"")
-    prepend = "always" if normalizer.get(_NORM_ADD_DUMMY_PREFIX, 1) else "never"
+    dummy_prefix = bool(normalizer.get(_NORM_ADD_DUMMY_PREFIX, 1))
+    single_spaces = bool(normalizer.get(_NORM_REMOVE_EXTRA_WS, 1))
     metaspace = {
         "type": "Metaspace",
         "replacement": SPIECE_UNDERLINE,
-        "prepend_scheme": prepend,
+        "prepend_scheme": "always" if dummy_prefix else "never",
         "split": True,
     }
+    pre_tokenizer = metaspace
+    if dummy_prefix and single_spaces:
+        # the same words, but split off at the space (SentencePiece's only separator once normalized), so
+        # that a space is not part of the next token's offsets (as in SentencePiece's own offsets and ours)
+        split = {"type": "Split", "pattern": {"String": " "}, "behavior": "Removed", "invert": False}
+        pre_tokenizer = {"type": "Sequence", "pretokenizers": [split, metaspace]}
     return {
         "version": "1.0",
         "truncation": None,
@@ -244,10 +253,10 @@ def sentencepiece_tokenizer_json(tok: AlbertTokenizer) -> dict[str, Any] | None:
             "normalizers": _normalizers(
                 tok,
                 charsmap if isinstance(charsmap, bytes) else b"",
-                bool(normalizer.get(_NORM_REMOVE_EXTRA_WS, 1)),
+                single_spaces,
             ),
         },
-        "pre_tokenizer": metaspace,
+        "pre_tokenizer": pre_tokenizer,
         "post_processor": _post_processor(tok),
         "decoder": metaspace,
         "model": {"type": "Unigram", "unk_id": tok.unk_id, "vocab": _vocabulary(tok), "byte_fallback": False},
