@@ -231,13 +231,13 @@ def sentencepiece_tokenizer_json(tok: AlbertTokenizer) -> dict[str, Any] | None:
     charsmap = normalizer.get(_NORM_CHARSMAP, b"")
     dummy_prefix = bool(normalizer.get(_NORM_ADD_DUMMY_PREFIX, 1))
     single_spaces = bool(normalizer.get(_NORM_REMOVE_EXTRA_WS, 1))
-    metaspace = {
+    metaspace: dict[str, Any] = {
         "type": "Metaspace",
         "replacement": SPIECE_UNDERLINE,
         "prepend_scheme": "always" if dummy_prefix else "never",
         "split": True,
     }
-    pre_tokenizer = metaspace
+    pre_tokenizer: dict[str, Any] = metaspace
     if dummy_prefix and single_spaces:
         # the same words, but split off at the space (SentencePiece's only separator once normalized), so
         # that a space is not part of the next token's offsets (as in SentencePiece's own offsets and ours)
