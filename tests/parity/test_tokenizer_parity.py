@@ -458,6 +458,15 @@ def test_transformers_reads_our_wordpiece_directory(minilm_pair, tmp_path: Path)
     assert hf(text)["input_ids"] == ours.encode(text)["input_ids"]
 
 
+def test_auto_tokenizer_reads_our_wordpiece_directory(minilm_pair, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    ours, _ = minilm_pair
+    ours.save_pretrained(tmp_path)
+    auto = transformers.AutoTokenizer.from_pretrained(str(tmp_path))  # BertTokenizer(Fast): 5.x, 4.x
+    assert type(auto).__name__ in ("BertTokenizerFast", "BertTokenizer") and auto.is_fast
+    texts = ts.real_sentences(FAST_SAMPLE, seed=14) + list(ts.HARD_CASES)
+    assert len(_compare_ids(ours, auto, texts)) <= 2  # final sigma only (difference 1)
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(TRANSFORMERS_5, reason="transformers 5 has no BasicTokenizer (BERT is tokenizers-backed)")
 def test_basic_tokenizer_every_code_point() -> None:
