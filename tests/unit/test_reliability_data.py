@@ -123,6 +123,7 @@ def test_tokenizer_train_refuses_a_non_empty_output(tmp_path: Path, capsys: pyte
         "special_tokens_map.json",
         "spiece.model",
         "spiece.vocab",
+        "tokenizer.json",
         "tokenizer_config.json",
     ]
     assert len(after["spiece.vocab"].splitlines()) == 400 and after["spiece.model"] != before["spiece.model"]
