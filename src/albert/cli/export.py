@@ -1,4 +1,5 @@
-"""`albert export onnx`: a model directory -> an ONNX directory (fp32, optionally int8) with a report."""
+"""`albert export onnx`: a model directory -> an ONNX directory (fp32, optionally int8) with a report.
+`albert export sentence-transformers`: a model directory -> a sentence-transformers directory."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "export a model to ONNX (fp32 and int8) for ONNX Runtime, with parity and size checks"
+HELP = "export a model to ONNX (fp32 and int8) or as a sentence-transformers model, with parity checks"
 DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) to ONNX.
 
   albert export onnx RUN_DIR --output ONNX_DIR
@@ -22,6 +23,19 @@ export_report.json. The export fails (exit 1) when ONNX Runtime differs from PyT
 padded batch or when a weight MatMul is left in float. --calibrate-on FILE reports the task metric of the
 fp32 and int8 files on a labelled file of the model's task (CSV/TSV/JSONL with the training columns,
 multiple-choice JSONL, SQuAD JSON)."""
+
+ST_DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) as a sentence-embedding model that
+sentence-transformers loads: SentenceTransformer("OUT").encode(texts).
+
+  albert export sentence-transformers MODEL_DIR OUT
+  albert export sentence-transformers MODEL_DIR OUT --normalize --max-seq-length 256
+
+An embedding is the mean of the encoder's last hidden states over the attention mask (with --normalize,
+scaled to unit length, as all-MiniLM-L6-v2). OUT gets the encoder (config.json, model.safetensors, which
+transformers reads), the tokenizer, modules.json, sentence_bert_config.json,
+config_sentence_transformers.json, 1_Pooling/ (2_Normalize/) and export_report.json. A task model gives its
+encoder. The export fails (exit 1) when the written directory, read by sentence-transformers (by albert
+where it is not installed), embeds test texts differently from the model by more than 1e-5."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +54,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace a non-empty --output directory")
     p.add_argument("--threads", type=int, help="ONNX Runtime threads for the checks")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+
+    st = sub.add_parser(
+        "sentence-transformers",
+        help="a sentence-embedding model (mean pooling) for sentence-transformers",
+        description=ST_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    st.add_argument("model", metavar="MODEL_DIR", help="model directory or fine-tuning run directory")
+    st.add_argument("output", metavar="OUT", type=Path, help="directory to write")
+    st.add_argument("--normalize", action="store_true", help="unit-length embeddings (a Normalize module)")
+    st.add_argument(
+        "--max-seq-length",
+        type=int,
+        help="truncate inputs to this many tokens (default: the model's maximum)",
+    )
+    st.add_argument(
+        "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
+    )
+    st.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT directory")
+    st.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _summary(report: dict[str, Any]) -> list[str]:
@@ -77,7 +111,43 @@ def _summary(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _st_summary(report: dict[str, Any]) -> list[str]:
+    check = report["check"]
+    pooling = "mean pooling" + (", normalized" if report["normalize"] else "")
+    lines = [f"exported the {report['model_type']} encoder of {report['source']} to {report['output']}"]
+    lines.append(
+        f"  {report['embedding_dimension']}-dimensional embeddings, {pooling}, "
+        f"max_seq_length {report['max_seq_length']}"
+    )
+    if report["written_sharing"] != report["sharing"]:
+        lines.append(
+            f"  sharing {report['sharing']!r} written with one block per layer (no transformers layout)"
+        )
+    lines.append(
+        f"  read by {check['read_by']}: max |embedding - ours| = {check['max_abs_diff']:.2e} on "
+        f"{check['texts']} texts (<= {check['tolerance']:g})"
+    )
+    return lines
+
+
+def _run_sentence_transformers(args: argparse.Namespace) -> int:
+    from albert.export.sentence_transformers import export_sentence_transformers
+
+    report = export_sentence_transformers(
+        args.model,
+        args.output,
+        normalize=args.normalize,
+        max_seq_length=args.max_seq_length,
+        checkpoint=args.checkpoint,
+        overwrite=args.overwrite,
+    )
+    print(json.dumps(report, indent=2) if args.json else "\n".join(_st_summary(report)))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.format == "sentence-transformers":
+        return _run_sentence_transformers(args)  # its errors are reported by albert.cli.main
     from albert.export.pipeline import ExportError, export_model_dir
 
     try:
