@@ -90,8 +90,9 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + path.name + ".", dir=path.parent)
     os.close(fd)
     try:
-        os.chmod(tmp, FILE_MODE)
         write(tmp)
+        # after the write: a library that writes by name may replace the file mkstemp made (mode 0600)
+        os.chmod(tmp, FILE_MODE)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -1,0 +1,50 @@
+"""albert._io: atomic writes keep the old file on failure and give the new one the usual mode."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from albert._io import JsonlError, atomic_write, atomic_write_text, iter_jsonl
+
+
+def test_a_file_written_by_name_gets_mode_0644(tmp_path: Path) -> None:
+    """Libraries that write by name (safetensors, torch.save) may replace the 0600 temporary mkstemp made."""
+    path = tmp_path / "weights.bin"
+
+    def write(tmp: str) -> None:
+        os.unlink(tmp)  # what a library that writes a fresh file does
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT, 0o600)
+        os.write(fd, b"new")
+        os.close(fd)
+
+    atomic_write(path, write)
+    assert path.read_bytes() == b"new"
+    assert os.stat(path).st_mode & 0o777 == 0o644
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    atomic_write_text(path, "old")
+
+    def write(tmp: str) -> None:
+        Path(tmp).write_text("half")
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        atomic_write(path, write)
+    assert path.read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.json"]
+
+
+def test_iter_jsonl_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n[1]\n', encoding="utf-8")
+    with pytest.raises(JsonlError, match=r"x\.jsonl:3: expected a JSON object"):
+        list(iter_jsonl(path))
+    path.write_text('{"a": 1}\n{"a": \n', encoding="utf-8")
+    with pytest.raises(JsonlError, match=r"x\.jsonl:2: not valid JSON"):
+        list(iter_jsonl(path))
+    assert list(iter_jsonl(path, skip_invalid=True)) == [(1, {"a": 1})]
