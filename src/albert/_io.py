@@ -11,6 +11,7 @@ import errno
 import json
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +29,7 @@ __all__ = [
     "fsync_tree",
     "iter_jsonl",
     "parse_json_line",
+    "proto_fields",
     "read_varint",
     "write_varint",
 ]
@@ -264,3 +266,36 @@ def write_varint(out: bytearray, value: int) -> None:
         else:
             out.append(b)
             return
+
+
+def proto_fields(buf: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
+    """``(field number, wire type, value)`` of each field of a serialized protobuf message, in order:
+    ints for varints and fixed32 / fixed64 (little-endian, unsigned), bytes for length-delimited fields
+    (nested messages, strings, packed arrays: parse them with this again).
+
+    Raises:
+        ValueError: a truncated field or an unsupported wire type (groups, 3 and 4), with its byte offset.
+    """
+    pos, n = 0, len(buf)
+    while pos < n:
+        start = pos
+        key, pos = read_varint(buf, pos)
+        field, wire = key >> 3, key & 7
+        value: Any  # int or bytes, by wire type (Any: callers know which their field has)
+        if wire == 0:
+            value, pos = read_varint(buf, pos)
+        elif wire in (1, 5):
+            size = 8 if wire == 1 else 4
+            if pos + size > n:
+                raise ValueError(f"truncated fixed{size * 8} field {field} at byte {start}")
+            (value,) = struct.unpack_from("<Q" if wire == 1 else "<I", buf, pos)
+            pos += size
+        elif wire == 2:
+            size, pos = read_varint(buf, pos)
+            if pos + size > n:
+                raise ValueError(f"truncated length-delimited field {field} at byte {start}")
+            value = bytes(buf[pos : pos + size])
+            pos += size
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire} (field {field} at byte {start})")
+        yield field, wire, value

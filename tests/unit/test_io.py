@@ -48,3 +48,23 @@ def test_iter_jsonl_names_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(JsonlError, match=r"x\.jsonl:2: not valid JSON"):
         list(iter_jsonl(path))
     assert list(iter_jsonl(path, skip_invalid=True)) == [(1, {"a": 1})]
+
+
+def test_proto_fields_reads_every_wire_type_and_refuses_truncation() -> None:
+    from albert._io import proto_fields, write_varint
+
+    msg = bytearray()
+    write_varint(msg, (1 << 3) | 0)  # field 1, varint 300
+    write_varint(msg, 300)
+    write_varint(msg, (2 << 3) | 2)  # field 2, bytes
+    write_varint(msg, 3)
+    msg += b"abc"
+    write_varint(msg, (3 << 3) | 5)  # field 3, fixed32
+    msg += (7).to_bytes(4, "little")
+    write_varint(msg, (4 << 3) | 1)  # field 4, fixed64
+    msg += (1 << 40).to_bytes(8, "little")
+    assert list(proto_fields(bytes(msg))) == [(1, 0, 300), (2, 2, b"abc"), (3, 5, 7), (4, 1, 1 << 40)]
+    with pytest.raises(ValueError, match="truncated"):
+        list(proto_fields(bytes(msg[:-1])))
+    with pytest.raises(ValueError, match="wire type 3"):
+        list(proto_fields(bytes([(5 << 3) | 3])))

@@ -32,11 +32,11 @@ import struct
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import BinaryIO, Literal
 
 import numpy as np
 
-from albert._io import read_varint, write_varint
+from albert._io import proto_fields, read_varint, write_varint
 
 logger = logging.getLogger(__name__)
 
@@ -173,35 +173,8 @@ def crc32c(data: bytes | bytearray | memoryview | np.ndarray, crc: int = 0) -> i
 
 
 # ================================================================================================ protobuf
-# The varints themselves are albert._io's (the SentencePiece model reader parses protobuf by hand too); a
-# truncated one raises ValueError, which every caller below turns into a CheckpointFormatError.
-def _proto_fields(buf: bytes) -> Iterator[tuple[int, int, Any]]:
-    """(field number, wire type, value) of a serialized protobuf message: ints for varint / fixed32 /
-    fixed64, bytes for length-delimited fields."""
-    pos = 0
-    while pos < len(buf):
-        key, pos = read_varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        value: Any
-        if wire == 0:
-            value, pos = read_varint(buf, pos)
-        elif wire == 1:
-            (value,) = struct.unpack_from("<Q", buf, pos)
-            pos += 8
-        elif wire == 2:
-            size, pos = read_varint(buf, pos)
-            if pos + size > len(buf):
-                raise IndexError("truncated length-delimited field")
-            value = bytes(buf[pos : pos + size])
-            pos += size
-        elif wire == 5:
-            (value,) = struct.unpack_from("<I", buf, pos)
-            pos += 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-        yield field, wire, value
-
-
+# Protobuf fields and varints are albert._io's (the SentencePiece readers parse protobuf by hand too); a
+# truncated field raises ValueError, which every caller below turns into a CheckpointFormatError.
 def _put_field(out: bytearray, field: int, wire: int, value: int | bytes) -> None:
     write_varint(out, (field << 3) | wire)
     if wire == 0:
@@ -273,10 +246,10 @@ class TensorEntry:
 
 def _parse_shape(buf: bytes, where: str) -> tuple[int, ...]:
     dims: list[int] = []
-    for field, _, value in _proto_fields(buf):
+    for field, _, value in proto_fields(buf):
         if field == 2:  # repeated Dim dim
             size = 0
-            for f2, _, v2 in _proto_fields(value):
+            for f2, _, v2 in proto_fields(value):
                 if f2 == 1:
                     size = v2 - (1 << 64) if v2 >= 1 << 63 else v2
             dims.append(size)
@@ -291,7 +264,7 @@ def _parse_entry(name: str, value: bytes, where: str) -> TensorEntry:
     dtype_enum, shard, offset, size, crc, slices = 0, 0, 0, 0, 0, 0
     shape: tuple[int, ...] = ()
     try:
-        for field, _, v in _proto_fields(value):
+        for field, _, v in proto_fields(value):
             if field == 1:
                 dtype_enum = v
             elif field == 2:
@@ -481,7 +454,7 @@ class TFCheckpoint:
         self._files: dict[int, BinaryIO] = {}
 
     def _parse_header(self, value: bytes) -> None:
-        for field, _, v in _proto_fields(value):
+        for field, _, v in proto_fields(value):
             if field == 1:
                 self.num_shards = v
             elif field == 2:

@@ -27,7 +27,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from albert._io import atomic_write_bytes, read_varint
+from albert._io import atomic_write_bytes, proto_fields
 from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
 from albert.tokenizer.preprocess import aligned_preprocess, preprocess_text
 from albert.tokenizer.tokenizer_json import TOKENIZER_JSON, sentencepiece_tokenizer_json
@@ -56,47 +56,20 @@ DEFAULT_SPECIAL_TOKENS = {
 def _parse_spt(buf: bytes) -> list[tuple[int, str, int, int]]:
     """(id, piece, begin_byte, end_byte) of each piece of a serialized SentencePieceText."""
     out = []
-    pos, n = 0, len(buf)
-    while pos < n:
-        key, pos = read_varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 2:
-            length, pos = read_varint(buf, pos)
-            if field == 2:  # SentencePiece message
-                sub, spos, end = buf, pos, pos + length
-                piece, pid, begin, stop = "", 0, 0, 0
-                while spos < end:
-                    k, spos = read_varint(sub, spos)
-                    f, w = k >> 3, k & 7
-                    if w == 0:
-                        v, spos = read_varint(sub, spos)
-                        if f == 2:
-                            pid = v
-                        elif f == 4:
-                            begin = v
-                        elif f == 5:
-                            stop = v
-                    elif w == 2:
-                        ln, spos = read_varint(sub, spos)
-                        if f == 1:
-                            piece = sub[spos : spos + ln].decode("utf-8")
-                        spos += ln
-                    elif w == 5:
-                        spos += 4
-                    elif w == 1:
-                        spos += 8
-                    else:
-                        raise ValueError(f"unexpected protobuf wire type {w}")
-                out.append((pid, piece, begin, stop))
-            pos += length
-        elif wire == 0:
-            _, pos = read_varint(buf, pos)
-        elif wire == 5:
-            pos += 4
-        elif wire == 1:
-            pos += 8
-        else:
-            raise ValueError(f"unexpected protobuf wire type {wire}")
+    for field, _, value in proto_fields(buf):
+        if field != 2 or not isinstance(value, bytes):  # 2: the repeated SentencePiece message
+            continue
+        piece, pid, begin, stop = "", 0, 0, 0
+        for f, _, v in proto_fields(value):
+            if f == 1 and isinstance(v, bytes):
+                piece = v.decode("utf-8")
+            elif f == 2 and isinstance(v, int):
+                pid = v
+            elif f == 4 and isinstance(v, int):
+                begin = v
+            elif f == 5 and isinstance(v, int):
+                stop = v
+        out.append((pid, piece, begin, stop))
     return out
 
 

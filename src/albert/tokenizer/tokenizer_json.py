@@ -52,11 +52,11 @@ from __future__ import annotations
 import base64
 import logging
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from albert._io import read_varint
+from albert._io import proto_fields
 
 if TYPE_CHECKING:  # the tokenizer classes import this module
     from albert.tokenizer.spiece import AlbertTokenizer
@@ -75,36 +75,15 @@ _TRAINER_TREAT_WHITESPACE_AS_SUFFIX, _TRAINER_BYTE_FALLBACK = 24, 35
 _NORM_CHARSMAP, _NORM_ADD_DUMMY_PREFIX, _NORM_REMOVE_EXTRA_WS, _NORM_ESCAPE_WS = 2, 3, 4, 5
 
 
-def _proto_fields(buf: bytes) -> Iterator[tuple[int, int | bytes]]:
-    """(field number, value) of a serialized protobuf message: ints for varints, bytes otherwise."""
-    pos, n = 0, len(buf)
-    while pos < n:
-        key, pos = read_varint(buf, pos)
-        field, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = read_varint(buf, pos)
-            yield field, value
-        elif wire == 2:
-            length, pos = read_varint(buf, pos)
-            yield field, buf[pos : pos + length]
-            pos += length
-        elif wire in (1, 5):
-            size = 8 if wire == 1 else 4
-            yield field, buf[pos : pos + size]
-            pos += size
-        else:
-            raise ValueError(f"unexpected protobuf wire type {wire}")
-
-
 def _model_specs(model: bytes) -> tuple[dict[int, int | bytes], dict[int, int | bytes]]:
     """The trainer and normalizer specs of a serialized SentencePiece ModelProto (field -> value)."""
     trainer: dict[int, int | bytes] = {}
     normalizer: dict[int, int | bytes] = {}
-    for field, value in _proto_fields(model):
+    for field, _, value in proto_fields(model):
         if field == _MODEL_TRAINER_SPEC and isinstance(value, bytes):
-            trainer.update(_proto_fields(value))
+            trainer.update((f, v) for f, _, v in proto_fields(value))
         elif field == _MODEL_NORMALIZER_SPEC and isinstance(value, bytes):
-            normalizer.update(_proto_fields(value))
+            normalizer.update((f, v) for f, _, v in proto_fields(value))
     return trainer, normalizer
 
 
