@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import FINETUNE_ARGS, MINILM, POLARITY, REPO, WIKI, albert, precision_note, standard_error  # noqa: E402
+from demo import FINETUNE_ARGS, MINILM, POLARITY, REPO, WIKI, albert, precision_note, standard_error, verdict  # noqa: E402
 
 SOTU = WIKI.parent.parent / "sotu" / "speeches"
 TASKS = ("nsp", "sop")
@@ -131,6 +131,8 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
                      "--set", f"run.seed={seed}", "--set", "run.log_every=5", "--set", "run.save_every=50", *common]  # fmt: skip
             if (run / "result.json").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
+            elif args.report_only:
+                COMMANDS.append(shlex.join(("albert", *fresh)) + "   # not finished")
             elif (run / "checkpoints").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
                 albert("pretrain", "--resume", str(run), *common)
@@ -139,8 +141,11 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
     return runs
 
 
-def evaluate(work: Path, dirs: dict[tuple[str, str], Path], runs: dict[str, Path], batches: int) -> dict:
-    """Each final model on both held-out sets (the trainer's own PretrainingEvaluator), cached."""
+def evaluate(
+    work: Path, dirs: dict[tuple[str, str], Path], runs: dict[str, Path], batches: int, compute: bool = True
+) -> dict:
+    """Each final model on both held-out sets (the trainer's own PretrainingEvaluator), cached; with
+    ``compute=False`` only the cached figures."""
     import torch
 
     from albert.model import AlbertForPreTraining
@@ -157,7 +162,7 @@ def evaluate(work: Path, dirs: dict[tuple[str, str], Path], runs: dict[str, Path
     for name, run in runs.items():
         for task in TASKS:
             key = f"{name}/{task}"
-            if key in evals or not (run / "result.json").exists():
+            if key in evals or not compute or not (run / "result.json").exists():
                 continue
             model = AlbertForPreTraining.from_pretrained(run / "model").eval()
             t0 = time.time()
@@ -195,7 +200,7 @@ def finetune(work: Path, runs: dict[str, Path], args: argparse.Namespace) -> dic
         "--max-train-questions",
         str(args.cloze_train_questions),
     ]
-    if not (cloze / "RACE" / "dev").exists():
+    if not (cloze / "RACE" / "dev").exists() and not args.report_only:
         print(f"\n$ python {shlex.join(make)}", flush=True)
         subprocess.run([sys.executable, str(REPO / make[0]), *make[1:]], check=True)
     COMMANDS.append(f"python {shlex.join(make)}")
@@ -216,13 +221,16 @@ def finetune(work: Path, runs: dict[str, Path], args: argparse.Namespace) -> dic
                 cmd = ["finetune", "custom", "--train", str(POLARITY), "--columns", "label,text",
                        "--dev-fraction", "0.2", "--split-seed", "0", *FINETUNE_ARGS, "--learning-rate", "5e-5",
                        "--train-steps", str(args.polarity_steps)]  # fmt: skip
-            else:
+            else:  # --warmup-steps: the RACE preset's warmup_steps (1000, run_race.py) wins over a fraction
                 cmd = ["finetune", "race", "--data-dir", str(cloze), "--max-seq-length", "128", "--batch-size",
-                       "16", "--train-steps", str(args.cloze_steps), "--learning-rate", "5e-5", "--warmup-fraction",
-                       "0.1", "--seed", "42", "--no-test"]  # fmt: skip
+                       "16", "--train-steps", str(args.cloze_steps), "--learning-rate", "5e-5", "--warmup-steps",
+                       str(max(1, args.cloze_steps // 10)), "--seed", "42", "--no-test"]  # fmt: skip
             cmd += [*limit, "--init", str(init), "--output", str(out), "--no-progress"]
             if (out / "report.json").exists():
                 COMMANDS.append(shlex.join(("albert", *cmd)))
+            elif args.report_only:
+                COMMANDS.append(shlex.join(("albert", *cmd)) + "   # not run")
+                continue
             else:
                 shutil.rmtree(out, ignore_errors=True)
                 run_albert(*cmd)
@@ -285,6 +293,10 @@ def plot(runs: dict[str, Path], fl: dict, evals: dict) -> None:
         ax1.axhline(
             best, color=colors[task], alpha=0.4, lw=1, label=f"{task.upper()} highest floor {best:.1%}"
         )
+        unigram = fl[task]["baselines"]["mlm_most_frequent_accuracy"]
+        ax2.axhline(
+            unigram, color=colors[task], alpha=0.4, lw=1, label=f"most frequent token, {task.upper()} set"
+        )
     ax1.set(
         xlabel="optimizer step", ylabel="accuracy, own objective", title="sentence pairs (o: held-out, end)"
     )
@@ -331,6 +343,30 @@ def table_2x2(runs: dict[str, Path], evals: dict, fl: dict, key: str) -> list[st
         lines.append(f"| baseline: most frequent token | {fl['nsp']['baselines']['mlm_most_frequent_accuracy']:.1%}"
                      f" | {fl['sop']['baselines']['mlm_most_frequent_accuracy']:.1%} | |")  # fmt: skip
     return lines
+
+
+def verdicts(runs: dict[str, Path], evals: dict, fl: dict) -> list[str]:
+    """Each cell of the 2x2 (mean over seeds) against the highest floor of its held-out set (demo.verdict:
+    beyond two standard errors of the held-out accuracy or not), and whether the model's answer is constant."""
+    out = []
+    for task in TASKS:
+        for ev in TASKS:
+            cells = [evals[f"{n}/{ev}"] for n in runs if n.startswith(task) and f"{n}/{ev}" in evals]
+            if not cells:
+                continue
+            acc = statistics.fmean(c["eval_sop_accuracy"] for c in cells)
+            n = sum(c["eval_sequences"] for c in cells)
+            name, floor = max(_floor_values(fl[ev]).items(), key=lambda kv: kv[1])
+            text = verdict(f"{task.upper()}-trained on held-out {ev.upper()}", acc, floor,
+                           f"the highest floor ({name})", standard_error(acc, n))  # fmt: skip
+            # a constant answer scores the share of one class: the majority, or one minus it
+            majority = fl[ev]["baselines"]["sop_majority_accuracy"]
+            const = sum(min(abs(c["eval_sop_accuracy"] - majority), abs(c["eval_sop_accuracy"] - (1 - majority)))
+                        < 1e-9 for c in cells)  # fmt: skip
+            out.append(
+                text + (f"; {const} of {len(cells)} seeds score exactly one class's share" if const else "")
+            )
+    return out
 
 
 def machine() -> str:
@@ -382,6 +418,8 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
     lines = ["# Table 5 in kind: continued pretraining of all-MiniLM-L6-v2 with NSP vs SOP", ""]
     if not done:
         lines += [f"**PARTIAL RESULTS** (written after stage: {stage}; the run has not finished).", ""]
+    for note in args.note:
+        lines += [note, ""]
     lines += [
         f"Written by `scripts/sop_vs_nsp.py` (its docstring says what each step does). Paper: {PAPER}.",
         "", f"Each run: {args.minutes:g} minutes of training time (eval time excluded) from the real "
@@ -389,13 +427,15 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
         f"seeds {', '.join(map(str, args.seeds))}. Held-out: documents whose index is 0 or 1 mod 10 (Wikipedia "
         f"pages and State of the Union speeches), evaluated on the first {args.final_eval_batches} x 64 pairs.",
         "", "## Sentence-pair accuracy: trained on x evaluated on", "",
-        "mean ± half the range over seeds (each seed in parentheses); the floors are on each held-out set.", "",
+        "mean ± half the range over seeds (each seed in parentheses). Floors: the training majority class on "
+        "the same evaluated pairs; `albert data cues` (fitted on the training set) on all held-out pairs.", "",
         *table_2x2(runs, evals, fl, "eval_sop_accuracy"), "",
     ]  # fmt: skip
     n_pairs = next((e["eval_sequences"] for e in evals.values()), 0)
     if n_pairs:
         lines += [f"Two binomial standard errors at 50% on {n_pairs:,.0f} pairs: "
                   f"{2 * standard_error(0.5, n_pairs) * 100:.1f} points.", ""]  # fmt: skip
+    lines += [f"- {v}" for v in verdicts(runs, evals, fl)] + [""]
     lines += [
         "## Masked-LM accuracy on the same held-out sets",
         "",
@@ -412,7 +452,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
         lines += ["## Fine-tuning", "", f"From the pretraining runs of seed {seeds} only (time), and from MiniLM "
                   f"itself for context if asked: polarity as `scripts/demo.py` (batch 32, length 64, lr 5e-5) but "
                   f"{args.polarity_steps} steps; the RACE-format cloze set ({args.cloze_steps} steps of batch 16, "
-                  "length 128, lr 5e-5). One fine-tuning seed (42). Short runs: the shared cores' time.",
+                  "length 128, lr 5e-5, warmup 10%). One fine-tuning seed (42). Short runs: the shared cores' time.",
                   "", *finetune_rows(ft), ""]  # fmt: skip
     lines += ["## Commands", "", "```", *dict.fromkeys(COMMANDS), "```", "",
               f"Machine: {machine()}; {args.threads} torch threads for pretraining; the 2 cores were shared "
@@ -442,6 +482,10 @@ def main() -> int:
     ap.add_argument("--finetune-max-time", type=float, default=None, help="training seconds per fine-tuning")
     ap.add_argument("--finetune-minilm", action="store_true", help="fine-tune MiniLM itself too (context)")
     ap.add_argument("--no-finetune", action="store_true")
+    ap.add_argument("--report-only", action="store_true", help="run nothing: the report of what has finished")
+    ap.add_argument(
+        "--note", action="append", default=[], help="a paragraph for the top of the report (repeatable)"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work: Path = args.out.resolve()
@@ -454,14 +498,16 @@ def main() -> int:
     dirs = prepare(work, write_corpus(work / "corpus"))
     fl = floors(work, dirs, args.final_eval_batches)
     runs = pretrain(work, dirs, args)
-    evals = evaluate(work, dirs, runs, args.final_eval_batches)
+    evals = evaluate(work, dirs, runs, args.final_eval_batches, compute=not args.report_only)
     plot(runs, fl, evals)
     write_report(args, runs, evals, fl, None, "pretraining and evaluation")
-    if not args.no_finetune:
-        ft = finetune(work, runs, args)
-        write_report(args, runs, evals, fl, ft, "done")
-    else:
-        write_report(args, runs, evals, fl, None, "done")
+    ft = None if args.no_finetune else finetune(work, runs, args)
+    complete = len(evals) == 2 * len(runs) and (
+        ft is None
+        or sum(len(r) for r in ft.values())
+        == 2 * (len(TASKS) * len(args.finetune_seeds) + args.finetune_minilm)
+    )
+    write_report(args, runs, evals, fl, ft, "done" if complete else "what had finished")
     log.info("total %.0fs", time.time() - t0)
     return 0
 
