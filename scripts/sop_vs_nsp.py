@@ -18,7 +18,7 @@ stays near chance on sentence order (SOP 52.0%); one pretrained with sentence-or
    the majority class and ``albert data cues`` (logistic regressions on boundary tokens / A/B overlap);
 5. ``albert finetune custom`` on Pang & Lee polarity (as ``scripts/demo.py``) and ``albert finetune race`` on
    the RACE-format cloze set of ``scripts/make_cloze_race.py``, from the models of ``--finetune-seeds``
-   and from MiniLM itself (context);
+   and, with ``--finetune-minilm``, from MiniLM itself (context);
 6. ``docs/sop_vs_nsp.md`` (tables, commands, machine) and ``docs/sop_vs_nsp.png`` (curves), rewritten
    after every stage so that an interrupted run leaves its partial results, marked as such.
 
@@ -26,8 +26,10 @@ Both objectives use the model's one 2-way sentence-pair head; the label conventi
 in the document; 1: B is from another document (NSP) / the two segments are swapped (SOP)), so a model of
 one objective can be scored on the other's pairs as the paper does.
 
-    python scripts/sop_vs_nsp.py --minutes 0.5 --seeds 1 --out runs/sop_vs_nsp_smoke   # end to end, fast
+    python scripts/sop_vs_nsp.py --minutes 0.5 --seeds 1 --out runs/sop_vs_nsp_smoke --finetune-train-limit 64   # smoke
     python scripts/sop_vs_nsp.py                                                      # 4 x 10 minutes
+    python scripts/sop_vs_nsp.py --minutes 6 --finetune-minilm --note "..."             # docs/sop_vs_nsp.md as committed
+    python scripts/sop_vs_nsp.py --report-only ...      # rewrite the report from what has finished, run nothing
 
 Rerunning skips finished steps (and resumes an interrupted pretraining run).
 """
