@@ -59,6 +59,14 @@ def test_epochs_win_over_the_presets_steps() -> None:
     assert (cfg.train_steps, cfg.warmup_steps) == (10, 200)
 
 
+def test_a_given_warmup_fraction_wins_over_the_presets_warmup_steps() -> None:
+    """RACE's preset has 1000 warmup steps: a given --warmup-fraction used to be ignored silently."""
+    cfg = resolve_config(PRESET, _parse("--train-steps", "20", "--warmup-fraction", "0.1"))
+    assert (cfg.train_steps, cfg.warmup_steps) == (20, None) and cfg.steps_for(100) == (20, 2)
+    cfg = resolve_config(PRESET, _parse("--warmup-fraction", "0.1", "--warmup-steps", "7"))
+    assert cfg.warmup_steps == 7  # both given: the step count, as FinetuneConfig documents
+
+
 def test_every_preset_fine_tunes_with_the_originals_optimizer() -> None:
     """The original's --optimizer=adamw (run_glue.sh, run_squad_v1/v2.py, run_race.py) is
     AdamWeightDecayOptimizer, without bias correction: our adamw_original, not torch.optim.AdamW."""

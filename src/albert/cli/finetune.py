@@ -60,12 +60,15 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
     """The task's preset with the flags given on the command line (``null`` included: ``--train-steps
     null``). ``--epochs`` without a step count wins over the preset's (and over its warmup steps, unless
-    ``--warmup-steps`` is given)."""
+    ``--warmup-steps`` is given); ``--warmup-fraction`` without ``--warmup-steps`` wins over the preset's
+    warmup steps (RACE's preset has 1000, which silently overrode a given fraction)."""
     from albert.tasks.base import FinetuneConfig
 
     given = given_values(args, FinetuneConfig)
     if "epochs" in given and given.get("train_steps") is None:
         given["train_steps"] = None
+        given.setdefault("warmup_steps", None)
+    if "warmup_fraction" in given:
         given.setdefault("warmup_steps", None)
     cfg: FinetuneConfig = preset.replace(**given)
     return cfg

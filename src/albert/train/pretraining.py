@@ -326,7 +326,7 @@ def _log_start(
     logger.info(
         "pretraining %s (%.1fM parameters) on %s x%d: global batch %d = %d micro x %d accum x %d ranks, "
         "seq %d, %s lr %g, %d steps",
-        cfg.model.preset,
+        cfg.model.init_from or cfg.model.preset,  # --init: the directory's architecture, not the preset's
         sum(p.numel() for p in model.parameters()) / 1e6,
         info.device,
         info.world_size,
