@@ -376,27 +376,6 @@ RECIPES: dict[str, dict[str, Any]] = {
             "keep_last": 2,
         },
     },
-    # The demo's model, optimizer and time budget for Chinese: the People's Daily corpus
-    # (data/zh_news/people_daily.jsonl, `albert prepare --language chinese --max-seq-length 128`: 12,328
-    # instances, 1.66M WordPiece tokens of the 21128-entry Chinese vocab) is seen several times in ten minutes,
-    # so masks are redrawn each epoch (dynamic; whole jieba words, as albert_zh / Google's Chinese models).
-    "demo-zh": {
-        "model": {"preset": "albert-small"},
-        "data": {"masking": "dynamic"},
-        "optim": {"name": "adamw", "lr": 0.001},
-        "schedule": {"by": "time", "total_steps": 100_000},
-        "run": {
-            "global_batch_size": 32,
-            "run_dir": "runs/demo-zh",
-            "max_time_minutes": 10.0,
-            "log_every": 10,
-            "eval_every": 200,
-            "eval_batches": 20,
-            "eval_batch_size": 64,
-            "save_every": 200,
-            "keep_last": 2,
-        },
-    },
     # Seconds: the tiny preset, a few steps, every feature on (eval, checkpoints).
     "smoke": {
         "model": {"preset": "albert-tiny"},
@@ -415,6 +394,21 @@ RECIPES: dict[str, dict[str, Any]] = {
         },
     },
 }
+
+
+def _derived(base: str, **sections: dict[str, Any]) -> dict[str, Any]:
+    """A recipe that is ``base`` with some fields of some sections changed."""
+    out = copy.deepcopy(RECIPES[base])
+    for section, values in sections.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+# The demo's model, optimizer and time budget for Chinese: the People's Daily corpus
+# (data/zh_news/people_daily.jsonl, `albert prepare --language chinese --max-seq-length 128`: 12,328
+# instances, 1.66M WordPiece tokens of the 21128-entry Chinese vocab) is seen several times in ten minutes,
+# so masks are redrawn each epoch (dynamic; whole jieba words, as albert_zh / Google's Chinese models).
+RECIPES["demo-zh"] = _derived("demo", data={"masking": "dynamic"}, run={"run_dir": "runs/demo-zh"})
 
 
 def recipe(name: str) -> PretrainConfig:
