@@ -65,6 +65,17 @@ WORDS = [
 ]
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, ".", ",", "?", "!"]
 
+# Sentences in the tiny vocabulary: short, long (truncated at the model's length), a question.
+TEXTS = [
+    "a witty , charming film .",
+    "dull",
+    "the cast is great and the story is funny but the plot is too long and too slow and boring " * 3,
+    "not funny !",
+    "a very good movie , quite charming",
+    "awful",
+    "who did the film ?",
+]
+
 
 def _config() -> AlbertConfig:
     return AlbertConfig.from_preset("albert-tiny", vocab_size=len(VOCAB))

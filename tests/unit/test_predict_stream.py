@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 import torch
+from inference_support import TEXTS as SHARED_TEXTS
 from inference_support import make_model_dir
 
 from albert.cli.main import main
@@ -24,18 +25,7 @@ from albert.tokenizer.wordpiece import WordPieceTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
-TEXTS = [
-    "a witty , charming film .",
-    "dull",
-    "the cast is great and the story is funny but the plot is too long and too slow and boring " * 3,
-    "not funny !",
-    "a very good movie , quite charming",
-    "awful",
-    "who did the film ?",
-    "gorgeous",
-    "the plot was a mess",
-    "great great great",
-]
+TEXTS = [*SHARED_TEXTS, "gorgeous", "the plot was a mess", "great great great"]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inference_support import make_model_dir
+from inference_support import TEXTS, make_model_dir
 
 from albert.export.pipeline import export_model_dir
 from albert.export.runtime import featurize
@@ -15,16 +15,6 @@ from albert.serve.predictor import Predictor
 from albert.tasks.base import Example, ModelDirError
 from albert.tasks.inputs import encode_text_pair
 from albert.tasks.rundir import load_finetuned
-
-TEXTS = [
-    "a witty , charming film .",
-    "dull",
-    "the cast is great and the story is funny but the plot is too long and too slow and boring " * 3,
-    "not funny !",
-    "a very good movie , quite charming",
-    "awful",
-    "who did the film ?",
-]
 
 
 @pytest.fixture(scope="module")
