@@ -13,7 +13,9 @@ stays near chance on sentence order (SOP 52.0%); one pretrained with sentence-or
    vocabulary, sequence length 128, one pass (dupe factor 1), the same seed: training sets and held-out sets;
 3. four ``albert pretrain --recipe demo --init data/minilm`` runs, NSP and SOP x seeds, each for
    ``--minutes`` of training time (the time-based schedule lays warmup 6% and the linear decay over it),
-   AdamW at lr 1e-4 (BERT's pretraining lr; the demo recipe's 1e-3 is for a model from scratch);
+   AdamW at lr 1e-4 (BERT's pretraining lr; the demo recipe's 1e-3 is for a model from scratch), the two
+   heads, which MiniLM lacks and which start from random, at ``--head-lr-scale`` (10) times that
+   (``optim.head_lr_scale``: at 1e-4 a fresh 2-way head barely moves in a few hundred steps);
 4. each final model on *both* held-out sets (masked-LM and sentence-pair accuracy), next to the floors:
    the majority class and ``albert data cues`` (logistic regressions on boundary tokens / A/B overlap);
 5. ``albert finetune custom`` on Pang & Lee polarity (as ``scripts/demo.py``) and ``albert finetune race`` on
@@ -28,7 +30,8 @@ one objective can be scored on the other's pairs as the paper does.
 
     python scripts/sop_vs_nsp.py --minutes 0.5 --seeds 1 --out runs/sop_vs_nsp_smoke --finetune-train-limit 64   # smoke
     python scripts/sop_vs_nsp.py                                                      # 4 x 10 minutes
-    python scripts/sop_vs_nsp.py --minutes 6 --finetune-minilm --note "..."             # docs/sop_vs_nsp.md as committed
+    python scripts/sop_vs_nsp.py --minutes 15 --final-eval-batches 24 --polarity-steps 80 --cloze-steps 30 \
+        --finetune-minilm --note "..."                                       # docs/sop_vs_nsp.md as committed
     python scripts/sop_vs_nsp.py --report-only ...      # rewrite the report from what has finished, run nothing
 
 Rerunning skips finished steps (and resumes an interrupted pretraining run).
@@ -130,7 +133,7 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
             # the training accuracies, logged every 5 steps, and the held-out figures come from evaluate()
             fresh = ["pretrain", "--recipe", "demo", "--init", str(MINILM), "--data-dir", str(dirs[(task, "train")]),
                      "--tokenizer", str(MINILM), "--run-dir", str(run), "--set", f"optim.lr={LR}",
-                     "--set", f"run.seed={seed}", "--set", "run.log_every=5", "--set", "run.save_every=50", *common]  # fmt: skip
+                     "--set", f"optim.head_lr_scale={args.head_lr_scale:g}", "--set", f"run.seed={seed}", "--set", "run.log_every=5", "--set", "run.save_every=50", *common]  # fmt: skip
             if (run / "result.json").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
             elif args.report_only:
@@ -425,7 +428,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
     lines += [
         f"Written by `scripts/sop_vs_nsp.py` (its docstring says what each step does). Paper: {PAPER}.",
         "", f"Each run: {args.minutes:g} minutes of training time (eval time excluded) from the real "
-        f"all-MiniLM-L6-v2 weights, AdamW lr {LR:g}, batch 32 x 128 tokens, time-based warmup 6% + linear decay; "
+        f"all-MiniLM-L6-v2 weights, AdamW lr {LR:g} (the two fresh heads: x{args.head_lr_scale:g}), batch 32 x 128 tokens, time-based warmup 6% + linear decay; "
         f"seeds {', '.join(map(str, args.seeds))}. Held-out: documents whose index is 0 or 1 mod 10 (Wikipedia "
         f"pages and State of the Union speeches), evaluated on the first {args.final_eval_batches} x 64 pairs.",
         "", "## Sentence-pair accuracy: trained on x evaluated on", "",
@@ -467,6 +470,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=10.0, help="training time of each pretraining run")
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
+    ap.add_argument(
+        "--head-lr-scale", type=float, default=10.0,
+        help="lr multiplier of the two heads, which start from random (MiniLM has neither): at 1 they barely "
+        "move in a few hundred steps at lr 1e-4",
+    )  # fmt: skip
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "sop_vs_nsp")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the pretraining runs")
     ap.add_argument("--final-eval-batches", type=int, default=8, help="held-out batches (x64) of the 2x2")

@@ -243,3 +243,32 @@ def test_build_optimizer_adamw_original_has_no_bias_correction_and_no_ratio():
 def test_build_optimizer_rejects_unknown_name():
     with pytest.raises(ValueError, match="unknown optimizer 'sgd'"):
         build_optimizer(Tiny(), "sgd", lr=0.1)
+
+
+@pytest.mark.parametrize("name", ["adamw", "adamw_original", "lamb"])
+def test_lr_scales_multiply_the_rate_of_the_named_parameters_through_the_schedule(name):
+    from albert.optim import build_scheduler
+
+    model = Tiny()
+    opt = build_optimizer(model, name, lr=LR, lr_scales={"norm.": 10.0})
+    # the unscaled groups first (param_groups[0] is the base rate the trainer logs), decay before no-decay
+    assert [(g["names"], g["lr"], g.get("lr_scale")) for g in opt.param_groups] == [
+        (["word.weight", "dense.weight"], LR, None),
+        (["bias", "dense.bias", "LayerNorm.weight", "LayerNorm.bias"], LR, None),
+        (["norm.weight", "norm.bias"], pytest.approx(10 * LR), 10.0),
+    ]
+    sched = build_scheduler(opt, total_steps=10, warmup_steps=0)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    opt.step()
+    sched.step()
+    lrs = [g["lr"] for g in opt.param_groups]
+    assert lrs == pytest.approx([LR * 0.9, LR * 0.9, 10 * LR * 0.9])  # the decay applies to both rates
+
+
+def test_lr_scales_that_match_nothing_or_are_not_positive_are_refused():
+    with pytest.raises(ValueError, match="no parameter name starts with 'heads.'"):
+        build_optimizer(Tiny(), "adamw", lr=LR, lr_scales={"heads.": 10.0})
+    for bad in (0.0, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="lr scale of 'norm.' must be a finite number > 0"):
+            build_optimizer(Tiny(), "adamw", lr=LR, lr_scales={"norm.": bad})

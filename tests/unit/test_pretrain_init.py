@@ -100,6 +100,27 @@ def test_init_from_a_bare_encoder_initializes_the_heads_and_says_so(world, caplo
     assert "encoder, pooler loaded; freshly initialized: masked-LM head, SOP/NSP head" in caplog.text
 
 
+def test_head_lr_scale_trains_the_fresh_heads_faster_than_the_loaded_encoder(world):
+    from albert.train.pretraining import _optimizer
+
+    cfg = config_for(
+        world, world["root"] / "bert_bare", optim={"name": "adamw", "lr": 1e-4, "head_lr_scale": 10}
+    )
+    cfg.validate()
+    model, _ = build(cfg)
+    optimizer, _ = _optimizer(cfg, model)
+    rate = {n: g["lr"] for g in optimizer.param_groups for n in g["names"]}
+    assert rate.keys() == {n for n, _ in model.named_parameters()}
+    heads = {n for n in rate if n.startswith(("mlm.", "sop."))}
+    assert heads and all(rate[n] == pytest.approx(1e-3) for n in heads)
+    assert all(
+        rate[n] == 1e-4 for n in rate.keys() - heads
+    )  # the encoder, its pooler and the tied embeddings
+    assert optimizer.param_groups[0]["lr"] == 1e-4  # the rate the trainer logs
+    with pytest.raises(ConfigError, match="optim.head_lr_scale must be > 0"):
+        config_for(world, world["root"] / "bert_bare", optim={"head_lr_scale": 0}).validate()
+
+
 def test_a_different_vocabulary_size_is_an_error_naming_both(world):
     with pytest.raises(ConfigError) as e:
         build(config_for(world, world["root"] / "bert_full", data=world["data_other"]))

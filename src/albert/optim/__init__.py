@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -42,6 +43,7 @@ def build_optimizer(
     eps: float = DEFAULT_EPS,
     exclude_patterns: Sequence[str] = ORIGINAL_EXCLUDE_PATTERNS,
     fused: bool | None = None,
+    lr_scales: Mapping[str, float] | None = None,
 ) -> torch.optim.Optimizer:
     """The optimizer ``name`` over ``model``'s trainable parameters, with the original's exclusions.
 
@@ -56,14 +58,24 @@ def build_optimizer(
         betas, eps: Adam moments and epsilon (original: 0.9, 0.999, 1e-6).
         exclude_patterns: name patterns excluded from weight decay (and from LAMB's trust ratio).
         fused: for ``adamw``, use the fused kernel (default: on CUDA).
+        lr_scales: parameter-name prefix -> multiplier of ``lr`` (and so of every scheduled rate) for the
+            parameters under it, e.g. ``{"mlm.": 10, "sop.": 10}`` for heads that start from random on a
+            pretrained encoder; the rest train at ``lr``.
 
     Raises:
         ValueError: an unknown ``name``, or a hyperparameter that is NaN or infinite.
     """
     check_finite(name, lr=lr, weight_decay=weight_decay, beta1=betas[0], beta2=betas[1], eps=eps)
-    groups = param_groups(model, weight_decay, exclude_patterns)
+    for prefix, scale in (lr_scales or {}).items():
+        if not (math.isfinite(scale) and scale > 0):
+            raise ValueError(
+                f"build_optimizer: the lr scale of {prefix!r} must be a finite number > 0 (got {scale})"
+            )
+    groups = param_groups(model, weight_decay, exclude_patterns, lr_scales=lr_scales)
     if not groups:
         raise ValueError("build_optimizer: the model has no trainable parameters")
+    for g in groups:
+        g["lr"] = lr * g.get("lr_scale", 1.0)
     if name == "lamb":
         return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
     if name == "adamw_original":

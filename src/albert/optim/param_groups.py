@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from torch import nn
@@ -75,8 +75,11 @@ def param_groups(
     patterns: Sequence[str] = ORIGINAL_EXCLUDE_PATTERNS,
     exclude_1d: bool = False,
     extra: dict[str, Any] | None = None,
+    lr_scales: Mapping[str, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """Two optimizer parameter groups: decayed + adapted, and excluded (no decay, no trust ratio).
+    """Two optimizer parameter groups: decayed + adapted, and excluded (no decay, no trust ratio); with
+    ``lr_scales`` (parameter-name prefix -> lr multiplier) each of the two is split further by scale, the
+    unscaled groups first, each scaled group carrying its ``"lr_scale"``.
 
     Args:
         model: the module whose trainable parameters are grouped (frozen ones, requires_grad=False, are left
@@ -91,24 +94,36 @@ def param_groups(
            {"params": [...], "names": [...], "weight_decay": 0.0, "adapt": False}]`` (an empty group is dropped).
     """
     excluded = excluded_parameter_names(model, patterns, exclude_1d)
-    decay: list[tuple[str, nn.Parameter]] = []
-    no_decay: list[tuple[str, nn.Parameter]] = []
+    scales = dict(lr_scales or {})
+    unmatched = [
+        prefix for prefix in scales if not any(n.startswith(prefix) for n, _ in model.named_parameters())
+    ]
+    if unmatched:
+        raise ValueError(f"lr_scales: no parameter name starts with {', '.join(map(repr, unmatched))}")
+    # (scale, decayed?) -> members; the unscaled groups first, so param_groups[0] is the base rate
+    members: dict[tuple[float, bool], list[tuple[str, nn.Parameter]]] = {}
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        (no_decay if name in excluded else decay).append((name, p))
-    one_d = [n for n, p in decay if p.ndim < 2]
+        scale = next((s for prefix, s in scales.items() if name.startswith(prefix)), 1.0)
+        members.setdefault((scale, name not in excluded), []).append((name, p))
+    one_d = [n for (_, decayed), group in members.items() if decayed for n, p in group if p.ndim < 2]
     if one_d:
         logger.debug("weight decay applies to 1-D parameters %s", one_d)
     groups = []
-    for members, wd, adapt in ((decay, weight_decay, True), (no_decay, 0.0, False)):
-        if members:
+    for scale in sorted({s for s, _ in members}, key=lambda s: s != 1.0):
+        for decayed in (True, False):
+            group_members = members.get((scale, decayed))
+            if not group_members:
+                continue
             group: dict[str, Any] = {
-                "params": [p for _, p in members],
-                "names": [n for n, _ in members],
-                "weight_decay": wd,
-                "adapt": adapt,
+                "params": [p for _, p in group_members],
+                "names": [n for n, _ in group_members],
+                "weight_decay": weight_decay if decayed else 0.0,
+                "adapt": decayed,
             }
+            if scale != 1.0:
+                group["lr_scale"] = scale
             group.update(extra or {})
             groups.append(group)
     return groups

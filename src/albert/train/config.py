@@ -152,6 +152,11 @@ class OptimOptions:
     """original: 1e-6"""
     max_grad_norm: float | None = 1.0
     """global-norm clipping (original: 1.0); null: none"""
+    head_lr_scale: float = 1.0
+    """multiplier of the lr for the pretraining heads (mlm.*, sop.*; the tied word embeddings are the
+    encoder's): >1 lets heads that start from random (--init from a directory without them) catch up with
+    an encoder that already reads, instead of learning at the encoder's small continued-pretraining lr
+    (the original has one lr: 1.0)"""
 
 
 @dataclass
@@ -271,6 +276,8 @@ class PretrainConfig:
 
         if self.optim.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name must be one of {OPTIMIZERS} (got {self.optim.name!r})")
+        if not self.optim.head_lr_scale > 0:
+            raise ConfigError(f"optim.head_lr_scale must be > 0 (got {self.optim.head_lr_scale})")
         from albert.config import PRESETS
 
         if self.model.preset not in PRESETS:

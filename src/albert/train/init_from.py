@@ -38,8 +38,10 @@ OVERRIDABLE = (
     "classifier_dropout_prob",
     "initializer_range",
 )
-# parts of AlbertForPreTraining that a model directory may lack (parameter-name prefixes)
-PARTS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop.", "pooler": "albert.pooler."}
+# parts of AlbertForPreTraining that a model directory may lack (parameter-name prefixes): its two heads
+# (optim.head_lr_scale applies to them) and the pooler
+HEADS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop."}
+PARTS = {**HEADS, "pooler": "albert.pooler."}
 
 
 def init_config(init_dir: str | Path, overrides: Mapping[str, Any]) -> AlbertConfig:

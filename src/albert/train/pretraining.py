@@ -302,9 +302,21 @@ def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optim
     from albert.optim.schedules import build_time_scheduler
 
     o, s = cfg.optim, cfg.schedule
+    from albert.train.init_from import HEADS
+
+    lr_scales = {prefix: o.head_lr_scale for prefix in HEADS.values()} if o.head_lr_scale != 1 else None
     optimizer = build_optimizer(
-        model, o.name, o.lr, weight_decay=o.weight_decay, betas=(o.beta1, o.beta2), eps=o.eps
+        model,
+        o.name,
+        o.lr,
+        weight_decay=o.weight_decay,
+        betas=(o.beta1, o.beta2),
+        eps=o.eps,
+        lr_scales=lr_scales,
     )
+    if lr_scales:
+        logger.info("optim.head_lr_scale %g: the heads (%s) train at lr %g", o.head_lr_scale, ", ".join(
+            f"{p}*" for p in HEADS.values()), o.lr * o.head_lr_scale)  # fmt: skip
     if s.by == "time":  # validate() made sure there is a budget
         budget_s = float(cfg.run.max_time_minutes or 0) * 60
         warmup_s = s.warmup_fraction * budget_s
