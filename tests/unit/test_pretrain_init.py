@@ -98,6 +98,7 @@ def test_init_from_a_bare_encoder_initializes_the_heads_and_says_so(world, caplo
     ours = model.albert.state_dict()
     assert all(torch.equal(ours[k], v) for k, v in bare.state_dict().items())  # the whole encoder (+ pooler)
     assert "encoder, pooler loaded; freshly initialized: masked-LM head, SOP/NSP head" in caplog.text
+    assert "--set optim.head_lr_scale=10" in caplog.text  # the hint, as optim.head_lr_scale is 1 here
 
 
 def test_head_lr_scale_trains_the_fresh_heads_faster_than_the_loaded_encoder(world):
@@ -111,11 +112,10 @@ def test_head_lr_scale_trains_the_fresh_heads_faster_than_the_loaded_encoder(wor
     optimizer, _ = _optimizer(cfg, model)
     rate = {n: g["lr"] for g in optimizer.param_groups for n in g["names"]}
     assert rate.keys() == {n for n, _ in model.named_parameters()}
-    heads = {n for n in rate if n.startswith(("mlm.", "sop."))}
-    assert heads and all(rate[n] == pytest.approx(1e-3) for n in heads)
-    assert all(
-        rate[n] == 1e-4 for n in rate.keys() - heads
-    )  # the encoder, its pooler and the tied embeddings
+    heads = {n for n in rate if n.startswith(("mlm.", "sop.", "albert.pooler."))}
+    assert {n.split(".")[0] for n in heads} == {"mlm", "sop", "albert"}
+    assert all(rate[n] == pytest.approx(1e-3) for n in heads)
+    assert all(rate[n] == 1e-4 for n in rate.keys() - heads)  # the encoder and the tied embeddings
     assert optimizer.param_groups[0]["lr"] == 1e-4  # the rate the trainer logs
     with pytest.raises(ConfigError, match="optim.head_lr_scale must be > 0"):
         config_for(world, world["root"] / "bert_bare", optim={"head_lr_scale": 0}).validate()

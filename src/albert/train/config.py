@@ -153,10 +153,10 @@ class OptimOptions:
     max_grad_norm: float | None = 1.0
     """global-norm clipping (original: 1.0); null: none"""
     head_lr_scale: float = 1.0
-    """multiplier of the lr for the pretraining heads (mlm.*, sop.*; the tied word embeddings are the
-    encoder's): >1 lets heads that start from random (--init from a directory without them) catch up with
-    an encoder that already reads, instead of learning at the encoder's small continued-pretraining lr
-    (the original has one lr: 1.0)"""
+    """multiplier of the lr for the pretraining heads and the pooler under the SOP head (mlm.*, sop.*,
+    albert.pooler.*; the tied word embeddings are the encoder's): >1 lets parts that start from random or
+    were never trained (--init from an encoder without heads) catch up with an encoder that already reads,
+    instead of learning at its small continued-pretraining lr (the original has one lr: 1.0)"""
 
 
 @dataclass

@@ -38,10 +38,10 @@ OVERRIDABLE = (
     "classifier_dropout_prob",
     "initializer_range",
 )
-# parts of AlbertForPreTraining that a model directory may lack (parameter-name prefixes): its two heads
-# (optim.head_lr_scale applies to them) and the pooler
-HEADS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop."}
-PARTS = {**HEADS, "pooler": "albert.pooler."}
+# parts of AlbertForPreTraining that a model directory may lack (parameter-name prefixes), and that
+# optim.head_lr_scale applies to: the two heads and the pooler under the SOP/NSP head (a sentence-embedding
+# model such as all-MiniLM-L6-v2 carries a pooler it never trained: weights of std 0.009, outputs ~0.05)
+PARTS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop.", "pooler": "albert.pooler."}
 
 
 def init_config(init_dir: str | Path, overrides: Mapping[str, Any]) -> AlbertConfig:
@@ -113,9 +113,12 @@ def check_vocabulary(init_dir: str | Path, config: AlbertConfig, data_dir: str |
         )
 
 
-def load_init_model(init_dir: str | Path, config: AlbertConfig, seed: int) -> AlbertForPreTraining:
+def load_init_model(
+    init_dir: str | Path, config: AlbertConfig, seed: int, head_lr_scale: float = 1.0
+) -> AlbertForPreTraining:
     """``init_dir``'s weights as an `AlbertForPreTraining` with ``config`` (from `init_config`); logs which
-    parts were loaded and which start fresh. The fresh parts are initialized from ``seed``."""
+    parts were loaded and which start fresh (with a hint at ``optim.head_lr_scale`` when it is 1). The fresh
+    parts are initialized from ``seed``."""
     overrides = {k: v for k, v in config.to_dict().items() if k in OVERRIDABLE}
     torch.manual_seed(seed)
     model = AlbertForPreTraining.from_pretrained(init_dir, **overrides)
@@ -140,4 +143,9 @@ def load_init_model(init_dir: str | Path, config: AlbertConfig, seed: int) -> Al
         "".join(f", {p}" for p in loaded),
         f"; freshly initialized: {', '.join(initialized)}" if initialized else "",
     )
+    if initialized and head_lr_scale == 1:
+        logger.info(
+            "the fresh parts learn at the encoder's lr; at a continued-pretraining lr (1e-4) a fresh SOP/NSP "
+            "head hardly moves in a few hundred steps: --set optim.head_lr_scale=10 trains them 10x faster"
+        )
     return model

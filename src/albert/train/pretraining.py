@@ -290,7 +290,9 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
         )
     _seed_all(cfg.run.seed)  # same initialization on every rank (DDP also broadcasts rank 0's)
     if cfg.model.init_from:
-        model = init_from.load_init_model(cfg.model.init_from, model_config, cfg.run.seed)
+        model = init_from.load_init_model(
+            cfg.model.init_from, model_config, cfg.run.seed, cfg.optim.head_lr_scale
+        )
     else:
         model = AlbertForPreTraining(model_config)
     _seed_all(cfg.run.seed + 1000 * rank)  # dropout differs across ranks
@@ -302,9 +304,9 @@ def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optim
     from albert.optim.schedules import build_time_scheduler
 
     o, s = cfg.optim, cfg.schedule
-    from albert.train.init_from import HEADS
+    from albert.train.init_from import PARTS
 
-    lr_scales = {prefix: o.head_lr_scale for prefix in HEADS.values()} if o.head_lr_scale != 1 else None
+    lr_scales = {prefix: o.head_lr_scale for prefix in PARTS.values()} if o.head_lr_scale != 1 else None
     optimizer = build_optimizer(
         model,
         o.name,
@@ -315,8 +317,8 @@ def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optim
         lr_scales=lr_scales,
     )
     if lr_scales:
-        logger.info("optim.head_lr_scale %g: the heads (%s) train at lr %g", o.head_lr_scale, ", ".join(
-            f"{p}*" for p in HEADS.values()), o.lr * o.head_lr_scale)  # fmt: skip
+        logger.info("optim.head_lr_scale %g: the heads and the pooler (%s) train at lr %g", o.head_lr_scale, ", ".join(
+            f"{p}*" for p in PARTS.values()), o.lr * o.head_lr_scale)  # fmt: skip
     if s.by == "time":  # validate() made sure there is a budget
         budget_s = float(cfg.run.max_time_minutes or 0) * 60
         warmup_s = s.warmup_fraction * budget_s
