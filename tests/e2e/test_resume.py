@@ -124,9 +124,9 @@ def test_sigkill_then_resume_with_the_time_schedule_is_exact(data_dir, tmp_path)
     # a different wall clock in the killed and the resumed process: only the saved training time counts
     kill_then_resume(pretrain_args(data_dir, killed) + TIME_BUDGET, killed, FAKE_CLOCK_CLI, clock_start=5e4)
     assert_same_run(straight, killed, want)
-    assert [json.loads(line)["elapsed_s"] for line in (killed / "metrics.jsonl").read_text().splitlines()] == [
-        r["elapsed_s"] for r in recs
-    ]
+    assert [
+        json.loads(line)["elapsed_s"] for line in (killed / "metrics.jsonl").read_text().splitlines()
+    ] == [r["elapsed_s"] for r in recs]
 
 
 def kill_then_resume(args: list[str], killed: Path, cli: list[str], clock_start: float = 0.0) -> None:
@@ -142,7 +142,9 @@ def kill_then_resume(args: list[str], killed: Path, cli: list[str], clock_start:
     proc.wait()
     reached = last_step(killed)
     assert reached < STEPS, f"the run finished before the kill (reached step {reached})"
-    albert("pretrain", "--resume", str(killed), cli=cli, clock_start=2 * clock_start, stdout=subprocess.DEVNULL)
+    albert(
+        "pretrain", "--resume", str(killed), cli=cli, clock_start=2 * clock_start, stdout=subprocess.DEVNULL
+    )
 
 
 def assert_same_run(straight: Path, killed: Path, want: list[tuple]) -> None:
