@@ -458,7 +458,7 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
         lines += ["## Fine-tuning", "", f"From the pretraining runs of seed {seeds} only (time), and from MiniLM "
                   f"itself for context if asked: polarity as `scripts/demo.py` (batch 32, length 64, lr 5e-5) but "
                   f"{args.polarity_steps} steps; the RACE-format cloze set ({args.cloze_steps} steps of batch 16, "
-                  "length 128, lr 5e-5, warmup 10%). One fine-tuning seed (42). Short runs: the shared cores' time.",
+                  "length 128, lr 5e-5, warmup 10%). One fine-tuning seed (42); short runs, for the time of 2 cores.",
                   "", *finetune_rows(ft), ""]  # fmt: skip
     lines += ["## Commands", "", "```", *dict.fromkeys(COMMANDS), "```", "",
               f"Machine: {machine()}; {args.threads} torch threads for pretraining; the 2 cores were shared "
