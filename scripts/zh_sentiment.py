@@ -189,7 +189,7 @@ def write_report(rows: list[dict], refs: dict[str, float], model: Path, args: ar
         curve = ", ".join(f"{s}: {a:.1%}" for s, a in r["curve"])
         lines.append(f"- {r['init']}, lr {r['lr']:g}: {curve}")
     lines += ["", "## Commands", "", "```", *COMMANDS, "```", ""]
-    DOC.write_text("\n".join(lines), encoding="utf-8")
+    DOC.write_text("\n".join(lines).replace(f"{REPO}/", ""), encoding="utf-8")  # paths from the repository
     print(f"wrote {DOC}")
 
 
