@@ -175,3 +175,28 @@ def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
         m(**batch)["loss"].backward()
     for (name, pa), (_, pb) in zip(a.named_parameters(), b.named_parameters()):
         torch.testing.assert_close(pa.grad, pb.grad, msg=name)
+
+
+def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
+    from albert.train.pretraining import PLATEAU_RATIO, _masked_token_counts, warn_if_on_the_unigram_plateau
+    from albert.train.result import TrainResult
+
+    counts = _masked_token_counts(tiny_data, 20)
+    rate = float(counts.max() / counts.sum())
+
+    def result(train_acc, eval_acc=None):
+        return TrainResult(
+            steps=10, tokens=0, elapsed_s=1.0, stop_reason="max_steps",
+            train_metrics={"mlm_accuracy": train_acc},
+            eval_metrics={} if eval_acc is None else {"eval_mlm_accuracy": eval_acc},
+        )  # fmt: skip
+
+    with caplog.at_level("WARNING", logger="albert.train.pretraining"):
+        assert warn_if_on_the_unigram_plateau(result(rate), tiny_data)  # frequencies, not context
+        assert f"{100 * rate:.1f}%" in caplog.text and "unigram plateau" in caplog.text
+        caplog.clear()
+        assert not warn_if_on_the_unigram_plateau(result(PLATEAU_RATIO * rate * 1.01), tiny_data)
+        # the held-out accuracy, when the run was evaluated, is the one judged
+        assert warn_if_on_the_unigram_plateau(result(0.9, eval_acc=rate), tiny_data)
+        assert not warn_if_on_the_unigram_plateau(result(0.0, eval_acc=0.9), tiny_data)
+        assert not warn_if_on_the_unigram_plateau(result(float("nan")), tiny_data)
