@@ -33,6 +33,7 @@ import json
 import math
 import platform
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -189,8 +190,8 @@ def write_report(rows: list[dict], refs: dict[str, float], model: Path, args: ar
         curve = ", ".join(f"{s}: {a:.1%}" for s, a in r["curve"])
         lines.append(f"- {r['init']}, lr {r['lr']:g}: {curve}")
     lines += ["", "## Commands", "", "```", *COMMANDS, "```", ""]
-    DOC.write_text("\n".join(lines).replace(f"{REPO}/", ""), encoding="utf-8")  # paths from the repository
-    print(f"wrote {DOC}")
+    args.report.write_text("\n".join(lines).replace(f"{REPO}/", ""), encoding="utf-8")  # repository paths
+    print(f"wrote {args.report}")
 
 
 def main() -> int:
@@ -202,13 +203,27 @@ def main() -> int:
     ap.add_argument("--train-limit", type=int, default=8000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--note", action="append", default=[], help="a paragraph for the top of the report")
+    ap.add_argument(
+        "--report", type=Path, default=DOC, help="where the report goes (default: docs/chinese.md)"
+    )
     args = ap.parse_args()
     for path in (NEWS, VOCAB, TRAIN, DEV):
         if not path.exists():
             ap.error(f"{path} is missing: python scripts/fetch_data.py zh_news zh_vocab zh_sentiment")
+    if args.pretrained is not None:
+        if not (args.pretrained / "config.json").is_file():
+            ap.error(f"--pretrained {args.pretrained}: not a model directory (no config.json)")
+        vocab = args.pretrained / "vocab.txt"
+        if not vocab.is_file() or vocab.read_bytes() != VOCAB.read_bytes():
+            ap.error(f"--pretrained {args.pretrained}: its vocab.txt is not {VOCAB} (not a demo-zh model)")
+    if args.train_limit < 1 or args.minutes <= 0 or not all(0 < lr < 1 for lr in args.lrs):
+        ap.error("--train-limit must be >= 1, --minutes > 0 and every --lrs value in (0, 1)")
     work = args.out.resolve()
-    model = pretrained_model(work, args)
-    rows = finetune(work, model, args)
+    try:
+        model = pretrained_model(work, args)
+        rows = finetune(work, model, args)
+    except subprocess.CalledProcessError as e:  # the command printed its own one-line error above
+        sys.exit(f"zh_sentiment: error: `{shlex.join(map(str, e.cmd))}` failed (exit {e.returncode})")
     write_report(rows, references(), model, args)
     return 0
 
