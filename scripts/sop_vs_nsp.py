@@ -498,6 +498,8 @@ def main() -> int:
         "--note", action="append", default=[], help="a paragraph for the top of the report (repeatable)"
     )
     args = ap.parse_args()
+    if not (math.isfinite(args.head_lr_scale) and args.head_lr_scale > 0):
+        ap.error(f"--head-lr-scale must be a finite number > 0 (got {args.head_lr_scale})")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work: Path = args.out.resolve()
     import torch
