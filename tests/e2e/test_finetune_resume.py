@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from kill_support import sigkill_after
 
 TESTS = Path(__file__).resolve().parent.parent
 STEPS = 60
@@ -85,14 +84,6 @@ def logged(out: Path) -> tuple[list[tuple], list[dict]]:
     return train, [r for r in recs if "loss" not in r]
 
 
-def last_step(out: Path) -> int:
-    try:
-        lines = (out / "metrics.jsonl").read_text().splitlines()
-        return json.loads(lines[-1])["step"] if lines else 0
-    except (FileNotFoundError, json.JSONDecodeError):
-        return 0
-
-
 def same_weights(a: Path, b: Path) -> bool:
     from safetensors.torch import load_file
 
@@ -104,13 +95,7 @@ def test_sigkill_then_resume_reproduces_the_fine_tune_bit_for_bit(task_dir, tmp_
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     whole = start(*finetune_args(task_dir, straight))  # the two runs side by side: half the wall time
     kill_after = random.Random().randint(6, STEPS - 15)  # arbitrary: a different step on every run
-    proc = start(*finetune_args(task_dir, killed))
-    deadline = time.time() + 300
-    while last_step(killed) < kill_after and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    reached = last_step(killed)
+    reached = sigkill_after(start(*finetune_args(task_dir, killed)), killed, kill_after)
     assert reached < STEPS, f"the run finished before the kill (reached step {reached})"
     assert not (killed / "report.json").exists()
     finished(whole)

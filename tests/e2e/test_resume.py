@@ -9,13 +9,12 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from kill_support import sigkill_after
 
 from albert.optim.schedules import TimeWarmupPolyDecay
 
@@ -85,14 +84,6 @@ def logged(run_dir: Path) -> list[tuple]:
     return [tuple(r[k] for k in COMPARED) for r in map(json.loads, lines)]
 
 
-def last_step(run_dir: Path) -> int:
-    try:
-        lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-        return json.loads(lines[-1])["step"] if lines else 0
-    except (FileNotFoundError, json.JSONDecodeError):
-        return 0
-
-
 def test_sigkill_then_resume_reproduces_the_losses_bit_for_bit(data_dir, tmp_path):
     straight, killed = tmp_path / "straight", tmp_path / "killed"
     albert(*pretrain_args(data_dir, straight), stdout=subprocess.DEVNULL)
@@ -135,12 +126,7 @@ def kill_then_resume(args: list[str], killed: Path, cli: list[str], clock_start:
     proc = subprocess.Popen(
         [*cli, *args], env=_env(clock_start), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    deadline = time.time() + 300
-    while last_step(killed) < kill_after and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.005)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    reached = last_step(killed)
+    reached = sigkill_after(proc, killed, kill_after)
     assert reached < STEPS, f"the run finished before the kill (reached step {reached})"
     albert(
         "pretrain", "--resume", str(killed), cli=cli, clock_start=2 * clock_start, stdout=subprocess.DEVNULL
