@@ -1,7 +1,7 @@
 """`albert` with a fake training clock, for exact-resume tests of the time-based schedule (schedule.by=time).
 
 The trainer's ``time.perf_counter`` is replaced by a clock that stands still except when a training batch
-is accumulated, which advances it by ``ALBERT_FAKE_SECONDS_PER_BATCH`` (default 1). The clock starts at
+is accumulated, which advances it by 1 s. The clock starts at
 ``ALBERT_FAKE_CLOCK_START`` (default 0): a resumed process is given another start, so only the training
 time saved in the checkpoint can carry the schedule over. Everything else is the real CLI.
 
@@ -34,12 +34,11 @@ def main() -> int:
     from albert.train import trainer
 
     clock = FakeClock(float(os.environ.get("ALBERT_FAKE_CLOCK_START", "0")))
-    per_batch = float(os.environ.get("ALBERT_FAKE_SECONDS_PER_BATCH", "1"))
     trainer.time = clock  # type: ignore[assignment]
     accumulate = trainer.Trainer._accumulate
 
     def timed_accumulate(self: Any, model: Any) -> Any:
-        clock.now += per_batch
+        clock.now += 1.0
         return accumulate(self, model)
 
     trainer.Trainer._accumulate = timed_accumulate  # type: ignore[method-assign]

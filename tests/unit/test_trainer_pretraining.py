@@ -178,10 +178,10 @@ def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
 
 
 def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
-    from albert.train.pretraining import PLATEAU_RATIO, _masked_token_counts, warn_if_on_the_unigram_plateau
+    from albert.train.pretraining import PLATEAU_RATIO, _label_counts, warn_if_on_the_unigram_plateau
     from albert.train.result import TrainResult
 
-    counts = _masked_token_counts(tiny_data, 20)
+    counts = _label_counts(tiny_data, 20)[0]
     rate = float(counts.max() / counts.sum())
 
     def result(train_acc, eval_acc=None):
