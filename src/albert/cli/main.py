@@ -29,6 +29,7 @@ COMMANDS: dict[str, str] = {
     # model dir -> run dir
     "finetune": "albert.cli.finetune",
     "evaluate": "albert.cli.evaluate",
+    "probe": "albert.cli.probe",
     "predict": "albert.cli.predict",
     "export": "albert.cli.export",
     "serve": "albert.cli.serve",

@@ -69,6 +69,10 @@ class AlbertForPreTraining(PreTrainedModule):
     ``loss = mlm_loss + sop_loss`` (original run_pretraining.py).
     """
 
+    # The sentence loss's weight in ``loss``: 1 as the original; the pretraining orchestration sets it from
+    # model.sop_loss_weight (0: masked-LM-only pretraining). Not part of the saved config: a training choice.
+    sop_loss_weight: float = 1.0
+
     def __init__(self, config: AlbertConfig) -> None:
         super().__init__(config)
         self.albert = AlbertModel(config)
@@ -101,7 +105,7 @@ class AlbertForPreTraining(PreTrainedModule):
             sop_loss = F.cross_entropy(sop_logits.float(), sop_labels)
             sop_acc = (sop_logits.detach().argmax(-1) == sop_labels).float().mean()
             out.update(sop_loss=sop_loss, sop_accuracy=sop_acc)
-            losses.append(sop_loss)
+            losses.append(sop_loss if self.sop_loss_weight == 1.0 else self.sop_loss_weight * sop_loss)
         if losses:
             out["loss"] = sum(losses[1:], losses[0])
         return out

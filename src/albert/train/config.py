@@ -118,6 +118,10 @@ class ModelOptions:
     init_from: str | None = None
     """continue pretraining an ALBERT or BERT model directory (flag --init): its architecture, not preset;
     DATA_DIR must be prepared with its tokenizer; heads it lacks start fresh"""
+    sop_loss_weight: float = 1.0
+    """weight of the sentence-order loss in the total loss (original run_pretraining.py: 1.0, loss = mlm + sop);
+    0: masked-LM-only pretraining (google-research/albert#202; the SOP head is still built and its accuracy
+    logged, but it is not trained)"""
 
 
 @dataclass
@@ -132,6 +136,12 @@ class DataOptions:
     """static | dynamic (default: what DATA_DIR was prepared with)"""
     max_seq_length: int | None = None
     """pad to this length (default: DATA_DIR's)"""
+    masked_lm_prob: float | None = None
+    """dynamic masking: the share of tokens masked (default: DATA_DIR's, the original's 0.15; Wettig et al.
+    2022 found 0.3-0.4 better for short budgets)"""
+    max_predictions_per_seq: int | None = None
+    """dynamic masking: the cap on masked positions per sequence (default: DATA_DIR's; raise it with
+    masked_lm_prob, e.g. 40 for 0.3 at length 128)"""
     num_workers: int = 0
     """DataLoader worker processes"""
 
@@ -276,6 +286,16 @@ class PretrainConfig:
 
         if self.optim.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name must be one of {OPTIMIZERS} (got {self.optim.name!r})")
+        if not self.model.sop_loss_weight >= 0:
+            raise ConfigError(f"model.sop_loss_weight must be >= 0 (got {self.model.sop_loss_weight})")
+        d = self.data
+        if (d.masked_lm_prob is not None or d.max_predictions_per_seq is not None) and d.masking != "dynamic":
+            raise ConfigError("data.masked_lm_prob / data.max_predictions_per_seq need data.masking: dynamic "
+                              "(static masks were drawn by `albert prepare`)")  # fmt: skip
+        if d.masked_lm_prob is not None and not 0 < d.masked_lm_prob < 1:
+            raise ConfigError(f"data.masked_lm_prob must be in (0, 1) (got {d.masked_lm_prob})")
+        if d.max_predictions_per_seq is not None and d.max_predictions_per_seq < 1:
+            raise ConfigError(f"data.max_predictions_per_seq must be >= 1 (got {d.max_predictions_per_seq})")
         if not self.optim.head_lr_scale > 0:
             raise ConfigError(f"optim.head_lr_scale must be > 0 (got {self.optim.head_lr_scale})")
         from albert.config import PRESETS

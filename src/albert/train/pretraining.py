@@ -156,6 +156,12 @@ def baselines(
     }
 
 
+def masking_overrides(cfg: PretrainConfig) -> dict[str, Any]:
+    """The dynamic-masking settings that ``cfg.data`` changes from the DATA_DIR's."""
+    names = ("masked_lm_prob", "max_predictions_per_seq")
+    return {n: getattr(cfg.data, n) for n in names if getattr(cfg.data, n) is not None}
+
+
 def _seed_all(seed: int) -> None:
     import random
 
@@ -203,6 +209,7 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         tokenizer=tokenizer,
         rank=info.rank,
         world_size=info.world_size,
+        **masking_overrides(cfg),
     )
     batches: Any = dataset.loader(micro, cfg.data.num_workers) if cfg.data.num_workers else dataset
     model.to(info.device)
@@ -336,6 +343,7 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
     else:
         model = AlbertForPreTraining(model_config)
     _seed_all(cfg.run.seed + 1000 * rank)  # dropout differs across ranks
+    model.sop_loss_weight = cfg.model.sop_loss_weight
     return model, seq
 
 

@@ -399,7 +399,10 @@ class Trainer:
         """The final evaluation (unless the last step had one) and checkpoint (unless just written)."""
         cfg = self.config
         evaluated_now = bool(self.eval_history) and self.eval_history[-1]["step"] == self.step
-        if stop_reason == "max_steps" and self.eval_fn is not None and cfg.eval_at_end and not evaluated_now:
+        # a run that ends on its time budget is as finished as one that ends on its step count: evaluate it
+        # (a signal stops at once: the resumed run evaluates at its end)
+        ended = stop_reason in ("max_steps", "time_limit")
+        if ended and self.eval_fn is not None and cfg.eval_at_end and not evaluated_now:
             self._evaluate_and_track()
         last = self.last_checkpoint
         saved_now = last is not None and last.name == ckpt_io.step_dir_name(self.step)

@@ -1,0 +1,211 @@
+"""`albert probe`: the logistic regression against scikit-learn, a separable set through a fixed tiny model,
+the comparison with random initializations, and bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from standin_tokenizer import make_tiny_model_dir
+
+from albert.cli.probe import compare
+from albert.tasks.probe import (
+    ProbeConfig,
+    ProbeError,
+    _standardize,
+    fit_logistic_regression,
+    probe_features,
+)
+
+POSITIVE = ["good", "great"]
+NEGATIVE = ["bad", "awful"]
+FILLER = ["the", "film", "plot", "was", "an", "actor", "scene", "story", "and", "it", "quite", "really"]
+
+
+def _sentences(n: int, seed: int) -> list[tuple[str, str]]:
+    """(label, text): each text holds filler words and exactly one sentiment word, which alone decides
+    the label -- linearly separable through any encoder whose mean-pooled output keeps the word's trace."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        label = "pos" if i % 2 else "neg"
+        word = rng.choice(POSITIVE if label == "pos" else NEGATIVE)
+        words = list(rng.choice(FILLER, size=int(rng.integers(3, 7))))
+        words.insert(int(rng.integers(0, len(words) + 1)), str(word))
+        rows.append((label, " ".join(words)))
+    return rows
+
+
+def _csv(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("label,text\n" + "".join(f"{lab},{text}\n" for lab, text in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    root = tmp_path_factory.mktemp("probe")
+    train, dev = _sentences(160, seed=1), _sentences(80, seed=2)
+    model = make_tiny_model_dir(root / "model", [t for _, t in train + dev], seed=0)
+    return model, _csv(root / "train.csv", train), _csv(root / "dev.csv", dev)
+
+
+def _albert(*args: str) -> subprocess.CompletedProcess[str]:
+    """The real command in a subprocess (its exit code, stdout and stderr)."""
+    return subprocess.run(
+        [sys.executable, "-m", "albert.cli.main", *args], capture_output=True, text=True, timeout=300
+    )
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
+    """`albert.cli.main.main` in this process (no interpreter start-up): the same result fields."""
+    from albert.cli.main import main
+
+    code = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
+# ---------------------------------------------------------------------------------------------- the regression
+@pytest.mark.parametrize("classes", [3, 4])
+def test_multinomial_regression_matches_scikit_learn(classes: int) -> None:
+    sklearn = pytest.importorskip("sklearn.linear_model")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, 12))
+    y = (x[:, :classes] + 0.8 * rng.normal(size=(300, classes))).argmax(1)
+    x = _standardize(x)[0]
+    for c in (0.01, 1.0):
+        w, b = fit_logistic_regression(x, y, classes, c)
+        ref = sklearn.LogisticRegression(C=c, tol=1e-10, max_iter=10_000).fit(x, y)
+        # a multinomial model's logits are defined up to a constant per row
+        ours, theirs = x @ w + b, ref.decision_function(x)
+        ours, theirs = ours - ours.mean(1, keepdims=True), theirs - theirs.mean(1, keepdims=True)
+        np.testing.assert_allclose(ours, theirs, atol=1e-4 * max(1.0, float(np.abs(theirs).max())))
+
+
+def test_binary_regression_equals_scikit_learn_at_twice_c() -> None:
+    """sklearn fits one weight vector for two classes, penalizing |v|^2 / 2; ours fits two, w1 = -w0 = v / 2
+    at the optimum, penalizing |v|^2 / 4: the same model at sklearn's C = 2 x ours."""
+    sklearn = pytest.importorskip("sklearn.linear_model")
+    rng = np.random.default_rng(3)
+    x = _standardize(rng.normal(size=(200, 8)))[0]
+    y = (x[:, 0] + x[:, 1] + rng.normal(size=200) > 0).astype(np.int64)
+    w, b = fit_logistic_regression(x, y, 2, 0.05)
+    ref = sklearn.LogisticRegression(C=0.1, tol=1e-10, max_iter=10_000).fit(x, y)
+    np.testing.assert_allclose((x @ w + b) @ np.array([-1.0, 1.0]), ref.decision_function(x), atol=1e-4)
+
+
+def test_probe_features_separable_vs_noise() -> None:
+    rng = np.random.default_rng(0)
+    y = np.arange(400) % 2
+    x = rng.normal(size=(400, 16))
+    x[:, 3] += 3.0 * (2 * y - 1)  # one informative direction
+    res = probe_features(x[:300], y[:300], x[300:], y[300:], ["a", "b"], ProbeConfig())
+    assert res.dev_accuracy > 0.95 and res.cv_accuracy > 0.95
+    noise = probe_features(x[:300, 4:], y[:300], x[300:, 4:], y[300:], ["a", "b"], ProbeConfig())
+    assert 0.35 < noise.dev_accuracy < 0.65  # chance: 100 dev rows, +-0.1 is three standard errors
+    assert noise.majority_accuracy == 0.5
+
+
+def test_probe_features_refuses_what_it_cannot_fit() -> None:
+    x = np.zeros((20, 4))
+    with pytest.raises(ProbeError, match="1 class"):
+        probe_features(
+            x, np.zeros(20, dtype=np.int64), x, np.zeros(20, dtype=np.int64), ["a", "b"], ProbeConfig()
+        )
+    y = np.array([0] * 17 + [1] * 3)
+    with pytest.raises(ProbeError, match="'b' has 3 training row"):
+        probe_features(x, y, x, y, ["a", "b"], ProbeConfig())
+    with pytest.raises(ProbeError, match="pooling"):
+        ProbeConfig(pooling="max")
+
+
+def test_constant_features_of_a_collapsed_encoder_give_the_majority() -> None:
+    y = np.array([0, 1] * 10 + [0] * 10)
+    x = np.ones((30, 8))
+    res = probe_features(x, y, x, y, ["a", "b"], ProbeConfig())
+    assert res.dev_accuracy == pytest.approx(20 / 30) == res.majority_accuracy
+
+
+def test_compare_verdicts() -> None:
+    base = {"dev_accuracy": 0.80, "dev_standard_error": 0.014, "num_dev": 800}
+    randoms = [{"dev_accuracy": a} for a in (0.60, 0.61, 0.59)]
+    assert compare(base, randoms)["verdict"] == "ABOVE"
+    assert compare({**base, "dev_accuracy": 0.62}, randoms)["verdict"] == "AT"
+    assert compare({**base, "dev_accuracy": 0.50}, randoms)["verdict"] == "BELOW"
+    spread = [{"dev_accuracy": a} for a in (0.50, 0.80, 0.65)]  # a wide seed spread widens the margin
+    assert compare({**base, "dev_accuracy": 0.72}, spread)["verdict"] == "AT"
+
+
+# ---------------------------------------------------------------------------------------------- the command
+def test_cli_separable_set_through_a_fixed_tiny_model(
+    tiny: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, train, dev = tiny
+    out = tmp_path / "report.json"
+    r = _albert("probe", "--model", str(model), "--train", str(train), "--dev", str(dev), "--max-seq-length",
+                "16", "--compare-random-init", "2", "--output", str(out), "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    assert report == json.loads(out.read_text())
+    p = report["probe"]
+    assert (p["num_train"], p["num_dev"], p["labels"], p["num_features"]) == (160, 80, ["neg", "pos"], 32)
+    # one word decides the label: a random tiny encoder's mean-pooled vectors keep it, the probe finds it
+    assert p["dev_accuracy"] >= 0.9, p
+    assert [r["seed"] for r in report["random_init"]] == [1, 2]
+    assert report["comparison"]["verdict"] in ("ABOVE", "AT", "BELOW")
+    # deterministic: the same model and data give the same answer
+    again = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--dev", str(dev), "--max-seq-length",
+                    "16", "--json")  # fmt: skip
+    assert json.loads(again.stdout)["probe"]["dev_accuracy"] == p["dev_accuracy"]
+
+
+def test_cli_text_report_and_held_out_split(
+    tiny: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, train, _ = tiny
+    r = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--dev-fraction", "0.25",
+                "--pooling", "cls", "--max-seq-length", "16")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert "120 train / 40 dev rows" in r.stdout and "pooling cls" in r.stdout and "dev accuracy" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--max-seq-length", "0"], "--max-seq-length: must be at least 1"),
+        (["--dev-fraction", "1.5"], "--dev-fraction: must be in (0, 1)"),
+        (["--random-init", "--compare-random-init", "2"], "choose one"),
+        (["--folds", "0"], "--folds: must be at least 1"),
+    ],
+)
+def test_cli_bad_arguments_are_one_line(
+    tiny: tuple[Path, Path, Path], extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, train, dev = tiny
+    r = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--dev", str(dev), *extra)
+    assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_cli_bad_files_name_the_file(
+    tiny: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, train, dev = tiny
+    cases = []
+    unknown = _csv(tmp_path / "unknown.csv", [("pos", "good film"), ("maybe", "a film")])
+    cases.append(
+        (["--model", str(model), "--train", str(train), "--dev", str(unknown)], f"{unknown}:3: label 'maybe'")
+    )
+    one = _csv(tmp_path / "one.csv", [("pos", "good film")] * 10)
+    cases.append((["--model", str(model), "--train", str(one), "--dev", str(dev)], "1 class(es)"))
+    cases.append((["--model", str(tmp_path / "nope"), "--train", str(train), "--dev", str(dev)], "nope"))
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("label,text\npos,a,b\n", encoding="utf-8")
+    cases.append((["--model", str(model), "--train", str(ragged), "--dev", str(dev)], f"{ragged}:2"))
+    for args, message in cases:
+        r = _main(capsys, "probe", *args)
+        assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
