@@ -220,10 +220,18 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
             cfg.data.eval_data_dir, cfg.run.eval_batch_size, cfg.run.eval_batches, max_seq_length=seq
         )
     tcfg = cfg.trainer_config(accum, str(info.device), evaluate=evaluator is not None)
+    health = _health_monitor(cfg, data_dir, evaluator, tcfg, run_dir) if info.is_main else None
 
     def on_save(directory: Path) -> None:
         if tokenizer is not None:
             tokenizer.save_pretrained(directory)
+
+    def evaluate(m: nn.Module) -> dict[str, float]:
+        assert evaluator is not None
+        metrics = evaluator(m)
+        if health is not None:
+            metrics.update(health.on_eval(trainer.step, metrics, m))
+        return metrics
 
     trainer = Trainer(
         model,
@@ -231,12 +239,15 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         scheduler,
         tcfg,
         run_dir=run_dir,
-        eval_fn=evaluator,
+        eval_fn=evaluate if evaluator is not None else None,
         metrics_fn=pretraining_metrics,
         data_state=dataset,
         on_save=on_save,
         dist=info,
+        on_log=health.on_train_record if health is not None else None,
     )
+    if health is not None:
+        health.start(model)
     if info.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_json(run_dir / "run_config.json", cfg.with_absolute_paths().to_dict(), indent=2)
@@ -250,6 +261,28 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         logger.info("model directory: %s", final)
         warn_if_on_the_unigram_plateau(result, data_dir)
     return result
+
+
+def _health_monitor(
+    cfg: PretrainConfig, data_dir: str, evaluator: PretrainingEvaluator | None, tcfg: Any, run_dir: Path
+) -> Any:
+    """The run's `HealthMonitor` (albert.train.health): the plateau against the training data's most
+    frequent masked token, collapse on the first held-out batch (none without held-out data)."""
+    from albert.train.health import HealthMonitor
+
+    counts = _label_counts(data_dir, max_batches=20)[0]
+    rate = float(counts.max()) / float(counts.sum())
+    probe = next(iter(evaluator.batches()), None) if evaluator is not None else None
+    if probe is None:
+        logger.info("health: no held-out data (data.eval_data_dir), so no representation-collapse check")
+
+    def progress(record: dict[str, Any]) -> float:
+        done = float(record.get("step", 0)) / max(tcfg.max_steps, 1)
+        if tcfg.max_time_s:
+            done = max(done, float(record.get("elapsed_s", 0.0)) / tcfg.max_time_s)
+        return done
+
+    return HealthMonitor(rate, PLATEAU_RATIO, probe, progress, run_dir)
 
 
 # A masked-LM accuracy below this multiple of the most-frequent-token rate: the model predicts token

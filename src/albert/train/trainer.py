@@ -155,6 +155,7 @@ class Trainer:
         on_save: Callable[[Path], None] | None = None,
         dist: DistInfo | None = None,
         save_every_s: float | None = None,
+        on_log: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         if config is None:
             raise ValueError("Trainer: config (TrainerConfig) is required")
@@ -170,6 +171,7 @@ class Trainer:
         self.metrics_fn = metrics_fn
         self.data = Epochs(data_state)
         self.on_save = on_save
+        self.on_log = on_log  # called with each training metrics record, on the main rank
         self.dist = dist or DistInfo()
         self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
@@ -474,6 +476,8 @@ class Trainer:
         record = train_record(self.step, values, tail)
         self._last_train = {k: float(v) for k, v in record.items()}
         self.metrics_log.write(record)
+        if self.on_log is not None and self.dist.is_main:
+            self.on_log(record)
         if self._bar is not None:
             self._bar.set_postfix(bar_postfix(record), refresh=False)
         elif self.dist.is_main:
