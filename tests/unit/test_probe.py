@@ -4,6 +4,7 @@ the comparison with random initializations, and bad input."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -138,6 +139,24 @@ def test_compare_verdicts() -> None:
     assert compare({**base, "dev_accuracy": 0.50}, randoms)["verdict"] == "BELOW"
     spread = [{"dev_accuracy": a} for a in (0.50, 0.80, 0.65)]  # a wide seed spread widens the margin
     assert compare({**base, "dev_accuracy": 0.72}, spread)["verdict"] == "AT"
+
+
+def test_compare_is_paired_over_the_dev_rows() -> None:
+    """Two probes that agree on most rows: +3 points on 800 rows is within the unpaired margin (~4.8)
+    but far outside the paired one -- the rows where both are right or both wrong carry no noise."""
+    n = 800
+    ours = [1] * 520 + [0] * 280  # 65.0%
+    theirs = [1] * 496 + [0] * 304  # 62.0%: the same rows right but 24
+    p = {"dev_accuracy": 0.65, "dev_standard_error": math.sqrt(0.65 * 0.35 / n), "num_dev": n}
+    randoms = [{"dev_accuracy": 0.62}] * 3
+    assert compare(p, randoms)["verdict"] == "AT"
+    paired = compare({**p, "dev_correct": ours}, [{**r, "dev_correct": theirs} for r in randoms])
+    assert paired["verdict"] == "ABOVE" and paired["two_standard_errors"] < 0.015
+    assert paired["standard_error_from"].startswith("paired")
+    # disagreement on many rows: the paired error is large again
+    shuffled = [1] * 248 + [0] * 304 + [1] * 248
+    wide = compare({**p, "dev_correct": ours}, [{**r, "dev_correct": shuffled} for r in randoms])
+    assert wide["two_standard_errors"] > 0.04
 
 
 # ---------------------------------------------------------------------------------------------- the command

@@ -21,8 +21,8 @@ separates a small gain from pretraining from noise where fine-tuning one seed ca
 
 Files are read as by `albert finetune custom` (CSV, TSV or JSONL with named columns; --columns for files
 without a header). The verdict: ABOVE / BELOW the random initializations' mean when the difference exceeds
-two standard errors (the dev sample's binomial error of both sides and the spread of the random seeds),
-else AT."""
+two standard errors, else AT. The comparison is paired (the same dev rows on both sides: the standard
+error of the per-row difference) plus the spread of the random seeds."""
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -91,17 +91,29 @@ def _read(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
 
 
 def compare(pretrained: dict[str, Any], randoms: list[dict[str, Any]]) -> dict[str, Any]:
-    """The verdict of ``pretrained`` against the mean of the random initializations' dev accuracies:
-    two standard errors of the difference, counting the dev sample's binomial error on both sides and
-    the spread of the random seeds (the standard error of their mean)."""
+    """The verdict of ``pretrained`` against the mean of the random initializations' dev accuracies.
+
+    Both are scored on the same dev rows, so the comparison is paired: per row, the difference between
+    the probe's 0/1 and the random probes' mean 0/1; its standard error (sd / sqrt(rows)) counts the dev
+    sample once, and the seed-to-seed spread of the random initializations (their standard error of the
+    mean) is added. Without per-row results (``dev_correct``) both sides' binomial errors are used."""
     accs = [r["dev_accuracy"] for r in randoms]
     n = len(accs)
     mean = sum(accs) / n
     sd = math.sqrt(sum((a - mean) ** 2 for a in accs) / (n - 1)) if n > 1 else 0.0
-    n_dev = max(pretrained["num_dev"], 1)
-    se = math.sqrt(
-        pretrained["dev_standard_error"] ** 2 + mean * (1 - mean) / n_dev + (sd**2 / n if n > 1 else 0.0)
-    )
+    seeds = sd**2 / n if n > 1 else 0.0
+    rows = [pretrained.get("dev_correct"), *(r.get("dev_correct") for r in randoms)]
+    if all(r is not None for r in rows) and len({len(r) for r in rows if r is not None}) == 1:
+        ours = [float(v) for v in rows[0] or []]
+        theirs = [sum(float(r[i]) for r in rows[1:] if r is not None) / n for i in range(len(ours))]
+        d = [a - b for a, b in zip(ours, theirs)]
+        m = sum(d) / len(d)
+        paired = sum((x - m) ** 2 for x in d) / max(len(d) - 1, 1) / len(d)
+        se, how = math.sqrt(paired + seeds), "paired over the dev rows, plus the seeds' spread"
+    else:
+        n_dev = max(pretrained["num_dev"], 1)
+        se = math.sqrt(pretrained["dev_standard_error"] ** 2 + mean * (1 - mean) / n_dev + seeds)
+        how = "binomial errors of both sides, plus the seeds' spread"
     diff = pretrained["dev_accuracy"] - mean
     word = "ABOVE" if diff > 2 * se else "BELOW" if diff < -2 * se else "AT"
     return {
@@ -110,6 +122,7 @@ def compare(pretrained: dict[str, Any], randoms: list[dict[str, Any]]) -> dict[s
         "random_init_sd": sd,
         "difference": diff,
         "two_standard_errors": 2 * se,
+        "standard_error_from": how,
         "verdict": word,
     }
 
@@ -170,6 +183,6 @@ def format_report(report: dict[str, Any]) -> str:
             f"mean {c['random_init_mean']:.1%}, sd {c['random_init_sd']:.1%}",
             f"verdict: {c['verdict']} random initialization ({p['dev_accuracy']:.1%} vs "
             f"{c['random_init_mean']:.1%}: {c['difference'] * 100:+.1f} points, two standard errors "
-            f"{c['two_standard_errors'] * 100:.1f})",
+            f"{c['two_standard_errors'] * 100:.1f}, {c['standard_error_from']})",
         ]
     return "\n".join(lines)

@@ -39,6 +39,8 @@ from albert._fields import FieldError, coerce, field_types, parse_value
 # ---------------------------------------------------------------------------------------------- the loop
 # "auto": bf16 where the device runs it natively, else fp32 (albert.train.precision.resolve_precision)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# ModelOptions.mlm_bias_init
+MLM_BIAS_INITS = ("zeros", "unigram")
 # ScheduleOptions.by: the learning rate as a function of optimizer steps or of training time
 SCHEDULE_BY = ("steps", "time")
 
@@ -118,6 +120,10 @@ class ModelOptions:
     init_from: str | None = None
     """continue pretraining an ALBERT or BERT model directory (flag --init): its architecture, not preset;
     DATA_DIR must be prepared with its tokenizer; heads it lacks start fresh"""
+    mlm_bias_init: str = "zeros"
+    """zeros | unigram: the masked-LM output bias at the start (original: zeros); unigram: the log frequency
+    of each token as a masked-LM label in DATA_DIR, so that the model predicts the unigram distribution
+    from step 0 instead of bending its encoder to learn it (a fresh model only; not with --init)"""
     sop_loss_weight: float = 1.0
     """weight of the sentence-order loss in the total loss (original run_pretraining.py: 1.0, loss = mlm + sop);
     0: masked-LM-only pretraining (google-research/albert#202; the SOP head is still built and its accuracy
@@ -286,6 +292,14 @@ class PretrainConfig:
 
         if self.optim.name not in OPTIMIZERS:
             raise ConfigError(f"optim.name must be one of {OPTIMIZERS} (got {self.optim.name!r})")
+        if self.model.mlm_bias_init not in MLM_BIAS_INITS:
+            raise ConfigError(
+                f"model.mlm_bias_init must be one of {', '.join(MLM_BIAS_INITS)} (got {self.model.mlm_bias_init!r})"
+            )
+        if self.model.mlm_bias_init != "zeros" and self.model.init_from:
+            raise ConfigError(
+                "model.mlm_bias_init applies to a fresh model, not with model.init_from (--init)"
+            )
         if not self.model.sop_loss_weight >= 0:
             raise ConfigError(f"model.sop_loss_weight must be >= 0 (got {self.model.sop_loss_weight})")
         d = self.data

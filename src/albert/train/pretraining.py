@@ -156,6 +156,21 @@ def baselines(
     }
 
 
+def init_mlm_bias_to_unigram(
+    model: AlbertForPreTraining, data_dir: str | Path, max_batches: int = 200
+) -> None:
+    """Set the masked-LM output bias to the log frequency of each token as a label in the first
+    ``max_batches`` batches of ``data_dir`` (add-half smoothing): at step 0 the model already predicts the
+    unigram distribution (the "init well" advice: a final layer's bias at the log prior of its classes).
+    With a zero bias the first steps reach that distribution through the encoder, whose output then stops
+    depending on the input -- the collapse that kept demo-zh on the plateau (docs/transfer.md)."""
+    counts = _label_counts(data_dir, max_batches)[0].double()
+    logp = torch.log((counts + 0.5) / (counts.sum() + 0.5 * counts.numel()))
+    with torch.no_grad():
+        model.mlm.bias.copy_((logp - logp.mean()).to(model.mlm.bias.dtype))
+    logger.info("masked-LM bias initialized to the unigram log frequencies of %s", data_dir)
+
+
 def masking_overrides(cfg: PretrainConfig) -> dict[str, Any]:
     """The dynamic-masking settings that ``cfg.data`` changes from the DATA_DIR's."""
     names = ("masked_lm_prob", "max_predictions_per_seq")
@@ -375,6 +390,8 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
         )
     else:
         model = AlbertForPreTraining(model_config)
+        if cfg.model.mlm_bias_init == "unigram":
+            init_mlm_bias_to_unigram(model, data_dir)
     _seed_all(cfg.run.seed + 1000 * rank)  # dropout differs across ranks
     model.sop_loss_weight = cfg.model.sop_loss_weight
     return model, seq
