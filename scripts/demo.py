@@ -21,16 +21,19 @@ Every step is an `albert` command, printed before it runs:
    verdict for each relative to its floor -- never against a figure measured on another machine, whose
    speed sets how far 10 minutes get. A difference counts when it exceeds two standard errors of the
    held-out accuracy;
-7. ``albert finetune custom`` on the Pang & Lee sentence-polarity set (fixed 80/20 split, seed 0; 2 epochs,
-   batch 32, max length 64, warmup 10%, seed 42) from three starting points: the real all-MiniLM-L6-v2 BERT
-   weights (lr 5e-5, as the GLUE issue's reference run: 83.1% dev accuracy), the small ALBERT just
-   pretrained and the same architecture from random initialization (``--random-init``), both at lr 1e-4
-   (``SMALL_LR``; the presets' optimizer is the original's ``adamw_original``, whose missing bias
-   correction makes its first hundreds of steps several times larger than torch AdamW's: at 3e-4 the
-   random initialization collapsed to the majority class, 51.7%, where torch AdamW at 3e-4 had reached
-   67.9%; on the Chinese reviews random initialization at 1e-4 reaches 82%, docs/chinese.md); the dev
-   accuracies side by side, and the verdict: pretrained vs random initialization, beyond two standard
-   errors of the difference or not (``--no-finetune`` skips this step).
+7. ``albert probe``: the low-noise measure of what pretraining gave. The pretrained encoder is frozen, its
+   mean-pooled last layer fed to an L2 logistic regression (C by 5-fold cross-validation) on the Pang &
+   Lee sentence-polarity set (fixed 80/20 split, seed 0, max length 64); the same for ``--seeds`` random
+   initializations of the architecture; the verdict, ABOVE / AT / BELOW random initialization, paired over
+   the 800 dev sentences (the per-sentence difference's standard error plus the random seeds' spread);
+8. ``albert finetune custom`` on the same split (2 epochs, batch 32, warmup 10%) from the small ALBERT
+   just pretrained and from the same architecture randomly initialized (``--random-init``), ``--seeds``
+   seeds each, both at lr 1e-4 (``SMALL_LR``; the presets' optimizer is the original's
+   ``adamw_original``, whose missing bias correction makes its first hundreds of steps several times
+   larger than torch AdamW's: at 3e-4 the random initialization collapsed to the majority class); the
+   mean dev accuracy of each side with two standard errors over the seeds, and the verdict on their
+   difference. ``--minilm`` adds the real all-MiniLM-L6-v2 BERT weights (lr 5e-5, one seed) for context
+   (``--no-finetune`` skips steps 7 and 8).
 
     python scripts/demo.py                       # WORKDIR = runs/demo
     python scripts/demo.py --minutes 3 --workdir runs/demo3 --no-finetune
@@ -76,10 +79,9 @@ MINILM = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data")) / "minilm"
 # 2 epochs, lr 5e-5, batch 32, max length 64 (benchmarks/bench_finetune_polarity.py runs it side by side);
 # a count of epochs, so not a matter of the machine's speed.
 FINETUNE_REFERENCE = 0.831
-# the fine-tuning lr of the small ALBERT, pretrained and randomly initialized (see step 7 above)
+# the fine-tuning lr of the small ALBERT, pretrained and randomly initialized (see step 8 above)
 SMALL_LR = "1e-4"
-FINETUNE_ARGS = ("--batch-size", "32", "--max-seq-length", "64", "--epochs", "2", "--warmup-fraction", "0.1",
-                 "--seed", "42")  # fmt: skip
+FINETUNE_ARGS = ("--batch-size", "32", "--max-seq-length", "64", "--epochs", "2", "--warmup-fraction", "0.1")
 
 
 def sh(*cmd: str) -> None:
@@ -192,7 +194,11 @@ def main() -> int:
         help="cap on optimizer steps (default: none; the learning rate follows the training time)",
     )
     ap.add_argument("--fresh", action="store_true", help="delete WORKDIR first")
-    ap.add_argument("--no-finetune", action="store_true", help="stop after pretraining (skip step 7)")
+    ap.add_argument("--no-finetune", action="store_true", help="stop after pretraining (skip steps 7-8)")
+    ap.add_argument(
+        "--seeds", type=int, default=3, help="random initializations probed and fine-tuning seeds"
+    )
+    ap.add_argument("--minilm", action="store_true", help="also fine-tune MiniLM (one seed), for context")
     ap.add_argument(
         "--units",
         choices=("sentences", "paragraphs"),
@@ -263,8 +269,20 @@ def main() -> int:
     print("\n== 6. held-out accuracy")
     report_heldout(train_data, held_data, run_dir, args.units)
     print(f"curves: {run_dir / 'curves.png'}; model directory: {run_dir / 'model'}")
+    verdicts = []
     if not args.no_finetune:
-        finetune_polarity(work / "finetune", run_dir / "model")
+        probe = probe_polarity(work / "finetune", run_dir / "model", args.seeds, args.threads)
+        c, p = probe["comparison"], probe["probe"]
+        verdicts.append(
+            f"linear probe: pretrained {c['verdict']} random initialization ({p['dev_accuracy']:.1%} vs "
+            f"{c['random_init_mean']:.1%} over {args.seeds} seeds: {c['difference'] * 100:+.1f} points, two "
+            f"standard errors {c['two_standard_errors'] * 100:.1f}, paired over the dev sentences)"
+        )
+        print(verdicts[-1])
+        verdicts += finetune_polarity(work / "finetune", run_dir / "model", args.seeds, args.minilm)
+        print("\n== verdicts")
+        for v in verdicts:
+            print(v)
     print(f"\ndemo total {time.time() - t0:.0f}s")
     return 0
 
@@ -308,39 +326,80 @@ def report_heldout(train_data: Path, held_data: Path, run_dir: Path, units: str)
         print(" docstring for what SOP accuracy measures on paragraph units)")
 
 
-def finetune_polarity(out: Path, pretrained: Path) -> None:
-    """Step 7: the same fine-tuning command from three starting points; dev accuracies side by side, and
-    the verdict on pretraining: the pretrained small ALBERT against the same architecture from random
-    initialization, on the last checkpoints (the best ones are chosen on the same dev set)."""
-    print("\n== 7. fine-tuning on sentence polarity (Pang & Lee, 3200 train / 800 dev)")
-    runs = (
-        ("all-MiniLM-L6-v2 (real BERT weights)", MINILM, ("--learning-rate", "5e-5")),
-        ("small ALBERT pretrained above", pretrained, ("--learning-rate", SMALL_LR)),
-        ("small ALBERT, random initialization", pretrained, ("--learning-rate", SMALL_LR, "--random-init")),
+def probe_polarity(out: Path, pretrained: Path, seeds: int, threads: int | None) -> dict:
+    """Step 7: the low-noise measure. `albert probe`: the pretrained encoder frozen, its mean-pooled features
+    and a logistic regression on the polarity training sentences; the same for ``seeds`` random
+    initializations of the architecture; the verdict paired over the 800 dev sentences."""
+    print("\n== 7. linear probe on sentence polarity (Pang & Lee, 3200 train / 800 dev; frozen encoders)")
+    report = out / "probe.json"
+    if not report.exists():
+        threads_arg = ("--threads", str(threads)) if threads else ()
+        albert("probe", "--model", str(pretrained), "--train", str(POLARITY), "--columns", "label,text",
+               "--dev-fraction", "0.2", "--split-seed", "0", "--max-seq-length", "64", "--compare-random-init",
+               str(seeds), "--output", str(report), *threads_arg)  # fmt: skip
+    else:
+        print(f"(done: {report})")
+    return json.loads(report.read_text())
+
+
+def finetune_polarity(out: Path, pretrained: Path, seeds: int, minilm: bool) -> list[str]:
+    """Step 8: fine-tuning from the pretrained small ALBERT and from the same architecture randomly
+    initialized, ``seeds`` seeds each (the seed of the head's initialization, dropout and data order);
+    the mean dev accuracy of each side with two standard errors over the seeds, and the verdict on their
+    difference. ``minilm``: also the real MiniLM BERT weights, one seed, for context."""
+    print(f"\n== 8. fine-tuning on sentence polarity, {seeds} seeds each")
+    runs = [("small ALBERT pretrained above", "albert-pretrained", pretrained, ("--learning-rate", SMALL_LR))]
+    runs.append(("small ALBERT, random initialization", "albert-random", pretrained,
+                 ("--learning-rate", SMALL_LR, "--random-init")))  # fmt: skip
+    results: dict[str, list[float]] = {}
+    for label, name, init, extra in runs:
+        for seed in range(1, seeds + 1):
+            acc = _finetune(out / f"{name}-seed{seed}", init, (*extra, "--seed", str(seed)))
+            results.setdefault(label, []).append(acc)
+    if minilm:
+        results["all-MiniLM-L6-v2 (real BERT weights), seed 1"] = [
+            _finetune(out / "minilm", MINILM, ("--learning-rate", "5e-5", "--seed", "1"))
+        ]
+    print(f"\n{'polarity dev accuracy (800 sentences), last':<46}{'mean':>8}{'2 s.e.':>8}  seeds")
+    stats = {}
+    for label, accs in results.items():
+        m, se = mean_se(accs)
+        stats[label] = (m, se)
+        print(f"{label:<46}{m:>8.1%}{2 * se:>8.1%}  {', '.join(f'{a:.1%}' for a in accs)}")
+    print(f"{'(context) transformers on MiniLM, 2 epochs':<46}{FINETUNE_REFERENCE:>8.1%}")
+    (pm, pse), (rm, rse) = stats[runs[0][0]], stats[runs[1][0]]
+    line = verdict_of_means("fine-tuned pretrained small ALBERT", pm, rm, math.hypot(pse, rse),
+                            "random initialization")  # fmt: skip
+    print(line)
+    return [line]
+
+
+def _finetune(run: Path, init: Path, extra: tuple[str, ...]) -> float:
+    if not (run / "report.json").exists():
+        shutil.rmtree(run, ignore_errors=True)
+        albert("finetune", "custom", "--train", str(POLARITY), "--columns", "label,text", "--dev-fraction",
+               "0.2", "--split-seed", "0", "--init", str(init), "--output", str(run), "--no-progress",
+               *FINETUNE_ARGS, *extra)  # fmt: skip
+    report = json.loads((run / "report.json").read_text())
+    return float(report["checkpoints"]["last"].get("accuracy", math.nan))
+
+
+def mean_se(values: list[float]) -> tuple[float, float]:
+    """Mean and its standard error (sample sd / sqrt(n); 0 for one value)."""
+    n = len(values)
+    m = sum(values) / n
+    if n < 2:
+        return m, 0.0
+    return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1) / n)
+
+
+def verdict_of_means(name: str, got: float, ref: float, se: float, ref_name: str) -> str:
+    diff = got - ref
+    word = "ABOVE" if diff > 2 * se else "BELOW" if diff < -2 * se else "AT"
+    return (
+        f"{name}: {word} {ref_name} ({got:.1%} vs {ref:.1%}: {diff * 100:+.1f} points, two standard errors "
+        f"{2 * se * 100:.1f} over the seeds)"
     )
-    rows, n_dev = [], 0
-    for (label, init, extra), name in zip(runs, ("minilm", "albert-pretrained", "albert-random")):
-        run = out / name
-        if not (run / "report.json").exists():
-            shutil.rmtree(run, ignore_errors=True)
-            albert("finetune", "custom", "--train", str(POLARITY), "--columns", "label,text", "--dev-fraction",
-                   "0.2", "--split-seed", "0", "--init", str(init), "--output", str(run), "--no-progress",
-                   *FINETUNE_ARGS, *extra)  # fmt: skip
-        report = json.loads((run / "report.json").read_text())
-        ck = report["checkpoints"]
-        n_dev = sum(report.get("num_dev_examples", {}).values())
-        rows.append((label, ck["last"].get("accuracy", math.nan), ck["best"].get("accuracy", math.nan),
-                     report["train_seconds"], report["config"]["learning_rate"]))  # fmt: skip
-    print(
-        f"\n{f'polarity dev accuracy ({n_dev} sentences)':<42}{'last':>9}{'best':>9}{'train s':>9}{'lr':>8}"
-    )
-    for label, last, best, secs, lr in rows:
-        print(f"{label:<42}{last:>9.1%}{best:>9.1%}{secs:>9.0f}{lr:>8g}")
-    print(f"{'(context) transformers on MiniLM':<42}{FINETUNE_REFERENCE:>9.1%}")
-    pretrained_acc, random_acc = rows[1][1], rows[2][1]
-    # two accuracies on the same dev sentences: the standard error of their difference
-    se = math.hypot(standard_error(pretrained_acc, n_dev), standard_error(random_acc, n_dev))
-    print(verdict("pretrained small ALBERT", pretrained_acc, random_acc, "random initialization", se))
 
 
 if __name__ == "__main__":

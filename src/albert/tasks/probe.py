@@ -104,9 +104,7 @@ class ProbeResult:
 
 # ---------------------------------------------------------------------------------------------- features
 @torch.no_grad()
-def encode(
-    encoder: torch.nn.Module, tokenizer: Any, texts: Sequence[tuple[str, ...]], config: ProbeConfig
-) -> np.ndarray:
+def encode(encoder: Any, tokenizer: Any, texts: Sequence[tuple[str, ...]], config: ProbeConfig) -> np.ndarray:
     """(N, H) float64 features of ``texts`` (one or two segments each) from the frozen ``encoder``
     (an `AlbertModel`), batched by length so that little padding is computed."""
     from albert.tasks.inputs import encode_text_pair, pad_id_of
@@ -118,7 +116,8 @@ def encode(
         encode_text_pair(tokenizer, t[0], t[1] if len(t) > 1 else None, config.max_seq_length) for t in texts
     ]
     order = sorted(range(len(encoded)), key=lambda i: len(encoded[i][0]))
-    out = np.zeros((len(encoded), encoder.config.hidden_size), dtype=np.float64)
+    hidden_size = int(encoder.config.hidden_size)
+    out = np.zeros((len(encoded), hidden_size), dtype=np.float64)
     for start in range(0, len(order), config.batch_size):
         idx = order[start : start + config.batch_size]
         width = max(len(encoded[i][0]) for i in idx)
@@ -219,8 +218,9 @@ def choose_c(x: np.ndarray, y: np.ndarray, num_classes: int, config: ProbeConfig
     for c in sorted(config.c_grid):  # increasing C, each fold warm-started from the last C's solution
         scores = []
         for i, (xtr, xte, ytr, yte) in enumerate(splits):
-            starts[i] = fit_logistic_regression(xtr, ytr, num_classes, c, starts[i])
-            scores.append(_accuracy(xte, yte, *starts[i]))
+            fitted = fit_logistic_regression(xtr, ytr, num_classes, c, starts[i])
+            starts[i] = fitted
+            scores.append(_accuracy(xte, yte, *fitted))
         score = float(np.mean(scores))
         logger.debug("probe: C=%g cross-validated accuracy %.4f", c, score)
         if score > best[0] + 1e-12:
@@ -301,12 +301,11 @@ def load_encoder(model_dir: str | Path, *, random_init: bool = False, seed: int 
     if random_init:
         config = read_model_config(model_dir)
         torch.manual_seed(seed)
-        encoder = AlbertModel(config)
-    else:
-        model = load_model(model_dir)
-        encoder = model if isinstance(model, AlbertModel) else getattr(model, "albert", None)
-        if not isinstance(encoder, AlbertModel):
-            raise ProbeError(f"{model_dir}: {type(model).__name__} has no ALBERT encoder to probe")
+        return AlbertModel(config).eval(), tokenizer
+    model = load_model(model_dir)
+    encoder = model if isinstance(model, AlbertModel) else getattr(model, "albert", None)
+    if not isinstance(encoder, AlbertModel):
+        raise ProbeError(f"{model_dir}: {type(model).__name__} has no ALBERT encoder to probe")
     return encoder.eval(), tokenizer
 
 

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""What pretraining gave, checkpoint by checkpoint: the transfer curve and the recipe study of issue 25.
+
+For each pretraining run directory given, every checkpoint (``checkpoints/step-*``) and the final
+``model/`` are scored by
+
+* the held-out masked-LM loss and accuracy the run logged at that step (``metrics.jsonl``);
+* the representation spread (albert.train.health: the std across held-out sequences of the mean-pooled
+  last layer, median over features; ~0 when the encoder ignores its input), on the first batch of
+  ``--heldout``;
+* the linear probe on the sentence-polarity set (``albert probe``: frozen mean-pooled features, logistic
+  regression with C by 5-fold CV; fixed 80/20 split, seed 0; length 64), compared, paired over the 800 dev
+  sentences, with ``--random-seeds`` random initializations of the same architecture.
+
+    python scripts/transfer.py runs/study/base runs/study/ubias --heldout runs/demo/data/heldout \\
+        --report docs/transfer-study.json
+
+Writes the JSON report (one row per checkpoint) and prints a table; ``--plot PNG`` draws probe accuracy
+against pretraining tokens with the random-initialization band. Figures are counts of tokens and steps,
+not minutes: the runs of the study were made on shared cores, so only a quiet machine's tokens/s turns
+them into minutes (``--tokens-per-s``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))
+POLARITY = DATA / "polarity" / "polarity-en-pang-lee.csv"
+
+
+def polarity_split() -> tuple[list[Any], list[Any]]:
+    """The demo's polarity split: 3200 train / 800 dev, seed 0 (as `albert finetune custom --dev-fraction 0.2
+    --split-seed 0`)."""
+    from albert.tasks.custom import CustomData, holdout_split, read_file
+
+    rows = read_file(CustomData(columns=("label", "text")), POLARITY, labelled=True, split="train")
+    tr, dv = holdout_split(len(rows), 0.2, 0)
+    return [rows[i] for i in tr], [rows[i] for i in dv]
+
+
+def checkpoints(run: Path) -> list[tuple[int, Path]]:
+    out = []
+    for d in sorted((run / "checkpoints").glob("step-*")):
+        if (d / "model.safetensors").is_file():
+            out.append((int(d.name.split("-")[1]), d))
+    return out
+
+
+def evals(run: Path) -> dict[int, dict[str, float]]:
+    out: dict[int, dict[str, float]] = {}
+    path = run / "metrics.jsonl"
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if "eval_mlm_loss" in r:
+                out[int(r["step"])] = r
+    return out
+
+
+def tokens_at(ckpt: Path) -> int | None:
+    for name in ("trainer_state.json",):
+        p = ckpt / name
+        if p.is_file():
+            state = json.loads(p.read_text())
+            for key in ("tokens",):
+                if key in state:
+                    return int(state[key])
+            loop = state.get("loop") or {}
+            if "tokens" in loop:
+                return int(loop["tokens"])
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", type=Path, help="pretraining run directories")
+    ap.add_argument("--heldout", type=Path, required=True, help="held-out DATA_DIR (the spread's batch)")
+    ap.add_argument("--random-seeds", type=int, default=3)
+    ap.add_argument("--report", type=Path, required=True, help="JSON report (rows are appended/kept by key)")
+    ap.add_argument("--plot", type=Path, help="PNG: probe accuracy against pretraining tokens")
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--only-final", action="store_true", help="probe only each run's model/ directory")
+    args = ap.parse_args()
+
+    import torch
+
+    from albert.cli.probe import compare
+    from albert.data import PretrainingDataset
+    from albert.tasks.probe import ProbeConfig, load_encoder, run_probe
+    from albert.train.health import representation_spread
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    train, dev = polarity_split()
+    config = ProbeConfig(max_seq_length=64)
+    report: dict[str, Any] = json.loads(args.report.read_text()) if args.report.is_file() else {}
+    rows: dict[str, Any] = report.setdefault("rows", {})
+    batch = next(iter(PretrainingDataset(args.heldout, shuffle=False, batch_size=64)))
+
+    def save() -> None:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.report.with_suffix(".tmp")
+        tmp.write_text(json.dumps(report, indent=1))
+        tmp.replace(args.report)
+
+    for run in args.runs:
+        ev = evals(run)
+        targets = [] if args.only_final else checkpoints(run)
+        if (run / "model" / "model.safetensors").is_file():
+            result = json.loads((run / "result.json").read_text()) if (run / "result.json").is_file() else {}
+            targets.append((int(result.get("steps", -1)), run / "model"))
+        # the random initializations of this architecture (once per run: the same config each time)
+        key0 = f"{run}/random"
+        if key0 not in rows and targets:
+            randoms = []
+            for seed in range(1, args.random_seeds + 1):
+                cfg = ProbeConfig(**{**config.__dict__, "seed": seed})
+                r = run_probe(targets[0][1], train, dev, cfg, random_init=True).to_dict()
+                enc, _ = load_encoder(targets[0][1], random_init=True, seed=seed)
+                r["spread"] = representation_spread(enc, batch)
+                randoms.append(r)
+            rows[key0] = {"run": str(run), "step": 0, "tokens": 0, "randoms": randoms}
+            save()
+        for step, path in targets:
+            key = f"{run}/{path.name}"
+            if key in rows:
+                continue
+            probe = run_probe(path, train, dev, config).to_dict()
+            enc, _ = load_encoder(path)
+            row = {
+                "run": str(run),
+                "checkpoint": str(path),
+                "step": step,
+                "tokens": tokens_at(path) if path.name != "model" else None,
+                "eval_mlm_loss": ev.get(step, {}).get("eval_mlm_loss"),
+                "eval_mlm_accuracy": ev.get(step, {}).get("eval_mlm_accuracy"),
+                "spread": representation_spread(enc, batch),
+                "probe": probe,
+                "comparison": compare(probe, rows[key0]["randoms"]),
+            }
+            rows[key] = row
+            save()
+            c = row["comparison"]
+            print(
+                f"{key}: step {step}, held-out MLM loss {row['eval_mlm_loss'] or math.nan:.3f}, spread "
+                f"{row['spread']:.3g}, probe {probe['dev_accuracy']:.1%} vs random {c['random_init_mean']:.1%} "
+                f"({c['difference'] * 100:+.1f}, 2se {c['two_standard_errors'] * 100:.1f}): {c['verdict']}",
+                flush=True,
+            )
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+def plot(rows: dict[str, Any], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    runs = sorted({r["run"] for r in rows.values()})
+    for run in runs:
+        pts = sorted(
+            (r["step"], r["probe"]["dev_accuracy"]) for r in rows.values() if r["run"] == run and "probe" in r
+        )
+        if pts:
+            ax.plot(*zip(*pts), marker="o", label=Path(run).name)
+        rnd = rows.get(f"{run}/random")
+        if rnd:
+            accs = [r["dev_accuracy"] for r in rnd["randoms"]]
+            m = sum(accs) / len(accs)
+            ax.axhline(m, ls="--", lw=0.8, color=ax.lines[-1].get_color() if pts else "gray")
+    ax.set_xlabel("pretraining step")
+    ax.set_ylabel("polarity dev accuracy, linear probe")
+    ax.set_title("linear probe vs pretraining steps (dashed: random init mean)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=120)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
