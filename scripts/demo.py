@@ -94,11 +94,12 @@ def albert(*args: str) -> None:
     sh(*((str(exe),) if exe.exists() else (sys.executable, "-m", "albert.cli.main")), *args)
 
 
-def split_corpus(out: Path) -> tuple[Path, Path, Path]:
+def split_corpus(out: Path, corpus: str = "wiki") -> tuple[Path, Path, Path]:
     """Articles of the dump -> train / held-out (every 7th article): ``{train,heldout}.jsonl`` (documents,
     paragraphs split into sentences by ``albert prepare``), ``{train,heldout}.paragraphs.txt`` (the
     original's ``lines`` format with a paragraph per line, for ``--units paragraphs``) and ``train.txt``
-    (for the tokenizer)."""
+    (for the tokenizer). ``corpus="all"``: the training side also gets the rest of the English text of
+    ../shared/DATA.md (``extra_documents``); the held-out articles stay Wikipedia."""
     from albert.data import ReadReport, read_documents
 
     out.mkdir(parents=True, exist_ok=True)
@@ -109,6 +110,8 @@ def split_corpus(out: Path) -> tuple[Path, Path, Path]:
     parts: dict[str, list] = {"train": [], "heldout": []}
     for i, doc in enumerate(docs):
         parts["heldout" if i % HOLDOUT_EVERY == HOLDOUT_EVERY // 2 else "train"].append(doc)
+    if corpus == "all":
+        parts["train"] += extra_documents()
     for name, group in parts.items():
         tmp = out / f".{name}.jsonl"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -128,6 +131,35 @@ def split_corpus(out: Path) -> tuple[Path, Path, Path]:
             f.writelines(u + "\n" for u in doc.units)
     tmp.rename(out / "train.txt")
     return out / "train.jsonl", out / "heldout.jsonl", out / "train.txt"
+
+
+def extra_documents() -> list:
+    """The English text of ../shared/DATA.md besides the Wikipedia dump, as documents for the training
+    side: the SQuAD v1.1 dev contexts (48 Wikipedia articles, a paragraph per context), the State of the
+    Union speeches 1790-2021 (a speech per document; 10.8M characters) and the novel Botchan (a chapter per
+    document; its lines are hard-wrapped, so a chapter is one paragraph). The polarity sentences are not
+    used: they are the probe's and fine-tuning's data."""
+    import re
+
+    from albert.data.documents import Document
+
+    data = WIKI.parent.parent
+    texts: list[str] = []
+    squad = json.loads((data / "squad" / "dev-v1.1.json").read_text(encoding="utf-8"))
+    texts += ["\n".join(p["context"].strip() for p in art["paragraphs"]) for art in squad["data"]]
+    texts += [
+        p.read_text(encoding="utf-8").strip() for p in sorted((data / "sotu" / "speeches").glob("*.txt"))
+    ]
+    raw = (data / "botchan" / "botchan.txt").read_text(encoding="utf-8-sig").replace("\r", "")
+    body = raw[
+        raw.find("CHAPTER I\n") : raw.find("End of Project Gutenberg")
+    ]  # the Gutenberg header/licence off
+    texts += [" ".join(ch.split()) for ch in re.split(r"^CHAPTER [IVX]+\.?\s*$", body, flags=re.M)]
+    return [
+        Document(source, i + 1, [u.strip() for u in t.splitlines() if u.strip()], presplit=False)
+        for source, (i, t) in (("extra", it) for it in enumerate(texts))
+        if len(t) >= 200
+    ]
 
 
 def auto_threads() -> int:
@@ -194,6 +226,13 @@ def main() -> int:
         help="cap on optimizer steps (default: none; the learning rate follows the training time)",
     )
     ap.add_argument("--fresh", action="store_true", help="delete WORKDIR first")
+    ap.add_argument(
+        "--corpus",
+        choices=("all", "wiki"),
+        default="all",
+        help="pretraining text: all of the English text of ../shared/DATA.md (Wikipedia, SQuAD contexts, State "
+        "of the Union speeches, Botchan; the default) or the Wikipedia dump alone; held out: Wikipedia",
+    )
     ap.add_argument("--no-finetune", action="store_true", help="stop after pretraining (skip steps 7-8)")
     ap.add_argument(
         "--seeds", type=int, default=3, help="random initializations probed and fine-tuning seeds"
@@ -220,7 +259,16 @@ def main() -> int:
     if not WIKI.exists():
         sh(sys.executable, str(REPO / "scripts" / "fetch_data.py"))
     print(f"\n== 1. corpus: {WIKI}")
-    train_jsonl, held_jsonl, train_txt = split_corpus(work / "corpus")
+    marker = work / "corpus" / "CORPUS"  # which text WORKDIR's corpus, vocabulary and shards came from
+    built = marker.read_text().strip() if marker.exists() else None
+    if built is None and (work / "corpus" / "train.jsonl").exists():
+        built = "wiki"  # a WORKDIR of the demo before --corpus
+    if built not in (None, args.corpus):
+        sys.exit(f"{work} was built from --corpus {built}; pass that, another --workdir, or --fresh")
+    if args.corpus == "all" and not (WIKI.parent.parent / "sotu" / "speeches").is_dir():
+        sh(sys.executable, str(REPO / "scripts" / "fetch_data.py"), "sotu")
+    train_jsonl, held_jsonl, train_txt = split_corpus(work / "corpus", args.corpus)
+    marker.write_text(args.corpus + "\n")
 
     tok = work / "tokenizer"
     print("\n== 2. SentencePiece vocabulary")

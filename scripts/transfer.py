@@ -87,6 +87,7 @@ def main() -> int:
     ap.add_argument("--report", type=Path, required=True, help="JSON report (rows are appended/kept by key)")
     ap.add_argument("--plot", type=Path, help="PNG: probe accuracy against pretraining tokens")
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--tokens-per-s", type=float, help="plot against minutes at this training speed")
     ap.add_argument("--only-final", action="store_true", help="probe only each run's model/ directory")
     args = ap.parse_args()
 
@@ -114,16 +115,15 @@ def main() -> int:
     for run in args.runs:
         ev = evals(run)
         targets = [] if args.only_final else checkpoints(run)
+        result = json.loads((run / "result.json").read_text()) if (run / "result.json").is_file() else {}
         if (run / "model" / "model.safetensors").is_file():
-            result = json.loads((run / "result.json").read_text()) if (run / "result.json").is_file() else {}
             targets.append((int(result.get("steps", -1)), run / "model"))
         # the random initializations of this architecture (once per run: the same config each time)
         key0 = f"{run}/random"
         if key0 not in rows and targets:
             randoms = []
             for seed in range(1, args.random_seeds + 1):
-                cfg = ProbeConfig(**{**config.__dict__, "seed": seed})
-                r = run_probe(targets[0][1], train, dev, cfg, random_init=True).to_dict()
+                r = run_probe(targets[0][1], train, dev, config, random_init=True, init_seed=seed).to_dict()
                 enc, _ = load_encoder(targets[0][1], random_init=True, seed=seed)
                 r["spread"] = representation_spread(enc, batch)
                 randoms.append(r)
@@ -139,7 +139,7 @@ def main() -> int:
                 "run": str(run),
                 "checkpoint": str(path),
                 "step": step,
-                "tokens": tokens_at(path) if path.name != "model" else None,
+                "tokens": tokens_at(path) if path.name != "model" else result.get("tokens"),
                 "eval_mlm_loss": ev.get(step, {}).get("eval_mlm_loss"),
                 "eval_mlm_accuracy": ev.get(step, {}).get("eval_mlm_accuracy"),
                 "spread": representation_spread(enc, batch),
@@ -156,11 +156,12 @@ def main() -> int:
                 flush=True,
             )
     if args.plot:
-        plot(rows, args.plot)
+        plot(rows, args.plot, args.tokens_per_s)
     return 0
 
 
-def plot(rows: dict[str, Any], out: Path) -> None:
+def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
+    per = tokens_per_s * 60 / 1e6 if tokens_per_s else 1.0
     import matplotlib
 
     matplotlib.use("Agg")
@@ -170,18 +171,27 @@ def plot(rows: dict[str, Any], out: Path) -> None:
     runs = sorted({r["run"] for r in rows.values()})
     for run in runs:
         pts = sorted(
-            (r["step"], r["probe"]["dev_accuracy"]) for r in rows.values() if r["run"] == run and "probe" in r
+            (
+                r["tokens"] / 1e6 / per,
+                100 * r["probe"]["dev_accuracy"],
+                100 * r["comparison"]["two_standard_errors"],
+            )
+            for r in rows.values()
+            if r["run"] == run and "probe" in r and r.get("tokens")
         )
         if pts:
-            ax.plot(*zip(*pts), marker="o", label=Path(run).name)
+            x, y, e = zip(*pts)
+            ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=Path(run).name)
         rnd = rows.get(f"{run}/random")
         if rnd:
-            accs = [r["dev_accuracy"] for r in rnd["randoms"]]
+            accs = [100 * r["dev_accuracy"] for r in rnd["randoms"]]
             m = sum(accs) / len(accs)
             ax.axhline(m, ls="--", lw=0.8, color=ax.lines[-1].get_color() if pts else "gray")
-    ax.set_xlabel("pretraining step")
-    ax.set_ylabel("polarity dev accuracy, linear probe")
-    ax.set_title("linear probe vs pretraining steps (dashed: random init mean)")
+    ax.set_xlabel(
+        f"pretraining minutes at {tokens_per_s:g} tokens/s" if tokens_per_s else "pretraining tokens (M)"
+    )
+    ax.set_ylabel("polarity dev accuracy, linear probe (%)")
+    ax.set_title("linear probe (bars: 2 s.e. of the paired difference); dashed: random init mean")
     ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=120)

@@ -175,6 +175,8 @@ def test_cli_separable_set_through_a_fixed_tiny_model(
     # one word decides the label: a random tiny encoder's mean-pooled vectors keep it, the probe finds it
     assert p["dev_accuracy"] >= 0.9, p
     assert [r["seed"] for r in report["random_init"]] == [1, 2]
+    # the random initializations differ in their weights only: every probe of the comparison uses the same folds
+    assert {r["fold_seed"] for r in (p, *report["random_init"])} == {0}
     assert report["comparison"]["verdict"] in ("ABOVE", "AT", "BELOW")
     # deterministic: the same model and data give the same answer
     again = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--dev", str(dev), "--max-seq-length",
@@ -228,3 +230,33 @@ def test_cli_bad_files_name_the_file(
     for args, message in cases:
         r = _main(capsys, "probe", *args)
         assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)
+
+
+def test_choose_c_by_held_out_cross_entropy() -> None:
+    """C is the grid value with the lowest mean held-out cross-entropy over the folds, recomputed here fold by
+    fold with the same fitting function."""
+    from albert.tasks.probe import (
+        ProbeConfig,
+        _cross_entropy,
+        _folds,
+        _standardize,
+        choose_c,
+        fit_logistic_regression,
+    )
+
+    rng = np.random.default_rng(3)
+    y = rng.integers(0, 2, 300)
+    x = rng.normal(size=(300, 6)) + 0.4 * y[:, None] * np.array([1.0, -0.5, 0, 0, 0, 0])  # weak features
+    config = ProbeConfig(c_grid=(1e-3, 1e-2, 1e-1, 1.0), folds=5, seed=7)
+    c, cv_acc = choose_c(x, y, 2, config)
+    losses = {}
+    for cand in config.c_grid:
+        per_fold = []
+        for f in _folds(y, 5, 7):
+            held = np.zeros(len(y), dtype=bool)
+            held[f] = True
+            xtr, xte = _standardize(x[~held], x[held])
+            per_fold.append(_cross_entropy(xte, y[held], *fit_logistic_regression(xtr, y[~held], 2, cand)))
+        losses[cand] = float(np.mean(per_fold))
+    assert c == min(losses, key=lambda k: losses[k]), losses
+    assert 0.5 < cv_acc < 1.0

@@ -46,7 +46,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=int, default=64, help="texts per forward pass (default: 64)")
     g.add_argument("--folds", type=int, default=5, help="cross-validation folds choosing C (default: 5)")
     g.add_argument("--random-init", action="store_true", help="probe MODEL's architecture with fresh weights")
-    g.add_argument("--seed", type=int, default=0, help="seed of the folds (and of --random-init's weights)")
+    g.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds")
+    g.add_argument("--init-seed", type=int, default=0, help="seed of --random-init's weights")
     g.add_argument("--compare-random-init", type=int, default=0, metavar="N",
                    help="also probe N random initializations (seeds 1..N) and print the verdict")  # fmt: skip
     g = p.add_argument_group("run")
@@ -143,12 +144,12 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     train, dev = _read(args)
-    main = run_probe(args.model, train, dev, config, random_init=args.random_init).to_dict()
+    probed = run_probe(args.model, train, dev, config, random_init=args.random_init, init_seed=args.init_seed)
+    main = probed.to_dict()
     report: dict[str, Any] = {"probe": main}
     randoms = []
-    for seed in range(1, args.compare_random_init + 1):
-        cfg = ProbeConfig(**{**config.__dict__, "seed": seed})
-        randoms.append(run_probe(args.model, train, dev, cfg, random_init=True).to_dict())
+    for seed in range(1, args.compare_random_init + 1):  # the same folds, other weights
+        randoms.append(run_probe(args.model, train, dev, config, random_init=True, init_seed=seed).to_dict())
     if randoms:
         report["random_init"] = randoms
         report["comparison"] = compare(main, randoms)

@@ -60,7 +60,8 @@ class ProbeConfig:
     c_grid: tuple[float, ...] = C_GRID
     """inverse L2 strengths tried (sklearn's C)"""
     seed: int = 0
-    """seed of the cross-validation folds (and of the weights with a random initialization)"""
+    """seed of the cross-validation folds (the same for every probe compared: the random initializations'
+    weights have seeds of their own)"""
 
     def __post_init__(self) -> None:
         if self.pooling not in POOLINGS:
@@ -205,8 +206,12 @@ def _folds(y: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
 
 
 def choose_c(x: np.ndarray, y: np.ndarray, num_classes: int, config: ProbeConfig) -> tuple[float, float]:
-    """(C, its mean cross-validated accuracy): the best of ``config.c_grid`` (the smallest C on a tie: the
-    stronger regularization)."""
+    """(C, its mean cross-validated accuracy): the C of ``config.c_grid`` with the lowest mean held-out
+    cross-entropy over the folds (the smallest C on a tie: the stronger regularization). Cross-entropy,
+    not accuracy, chooses: on weak features the folds' accuracy is flat across C to within a row or two,
+    so an accuracy choice follows the fold split -- measured on a random-init encoder's polarity features,
+    five fold seeds picked C from 0.001 to 1 and moved the dev accuracy between 60.2% and 63.4%;
+    sklearn's LogisticRegressionCV offers the same choice (``scoring="neg_log_loss"``)."""
     folds = _folds(y, config.folds, config.seed)
     splits = []
     for f in folds:
@@ -214,18 +219,26 @@ def choose_c(x: np.ndarray, y: np.ndarray, num_classes: int, config: ProbeConfig
         held[f] = True
         splits.append((*_standardize(x[~held], x[held]), y[~held], y[held]))
     starts: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(splits)
-    best = (-1.0, config.c_grid[0])
+    best = (math.inf, config.c_grid[0], math.nan)
     for c in sorted(config.c_grid):  # increasing C, each fold warm-started from the last C's solution
-        scores = []
+        losses, accs = [], []
         for i, (xtr, xte, ytr, yte) in enumerate(splits):
             fitted = fit_logistic_regression(xtr, ytr, num_classes, c, starts[i])
             starts[i] = fitted
-            scores.append(_accuracy(xte, yte, *fitted))
-        score = float(np.mean(scores))
-        logger.debug("probe: C=%g cross-validated accuracy %.4f", c, score)
-        if score > best[0] + 1e-12:
-            best = (score, c)
-    return best[1], best[0]
+            losses.append(_cross_entropy(xte, yte, *fitted))
+            accs.append(_accuracy(xte, yte, *fitted))
+        loss, acc = float(np.mean(losses)), float(np.mean(accs))
+        logger.debug("probe: C=%g cross-validated cross-entropy %.5f, accuracy %.4f", c, loss, acc)
+        if loss < best[0] - 1e-9:
+            best = (loss, c, acc)
+    return best[1], best[2]
+
+
+def _cross_entropy(x: np.ndarray, y: np.ndarray, w: np.ndarray, b: np.ndarray) -> float:
+    z = x @ w + b
+    z = z - z.max(1, keepdims=True)
+    log_p = z - np.log(np.exp(z).sum(1, keepdims=True))
+    return float(-log_p[np.arange(len(y)), y].mean()) if len(y) else math.nan
 
 
 def probe_features(
@@ -316,11 +329,14 @@ def run_probe(
     config: ProbeConfig,
     *,
     random_init: bool = False,
+    init_seed: int = 0,
 ) -> ProbeResult:
-    """Encode ``train`` and ``dev`` with the frozen encoder of ``model_dir`` and fit the probe."""
+    """Encode ``train`` and ``dev`` with the frozen encoder of ``model_dir`` (with ``random_init``: the
+    same architecture, weights drawn under ``init_seed``) and fit the probe. The folds' seed is
+    ``config.seed`` either way, so that probes compared with each other share their folds."""
     labels, y_train, y_dev = label_ids(train, dev)
     t0 = time.perf_counter()
-    encoder, tokenizer = load_encoder(model_dir, random_init=random_init, seed=config.seed)
+    encoder, tokenizer = load_encoder(model_dir, random_init=random_init, seed=init_seed)
     x_train = encode(encoder, tokenizer, [e.texts for e in train], config)
     x_dev = encode(encoder, tokenizer, [e.texts for e in dev], config)
     encode_s = time.perf_counter() - t0
@@ -330,7 +346,8 @@ def run_probe(
     result.extra.update(
         model=str(model_dir),
         random_init=random_init,
-        seed=config.seed,
+        seed=init_seed if random_init else None,
+        fold_seed=config.seed,
         pooling=config.pooling,
         max_seq_length=config.max_seq_length,
         encode_seconds=encode_s,

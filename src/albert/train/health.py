@@ -43,9 +43,11 @@ SPIKE_FACTOR = 1.5
 SPIKE_WINDOW = 10
 
 ADVICE = {
-    "plateau": "the model predicts token frequencies, not tokens in context. Try: train longer; a higher peak "
-    "lr with warmup (the demo: AdamW 1e-3); a smaller batch for more updates; check that the masks are not "
-    "degenerate (`albert data stats`). Fine-tuning from such a model can do worse than random init",
+    "plateau": "the model predicts token frequencies, not tokens in context. Try: model.mlm_bias_init=unigram "
+    "(the output bias starts at the label frequencies, so the encoder is not bent to learn them: it took the "
+    "Chinese demo off this plateau, docs/chinese.md); train longer; a higher peak lr with warmup (the demo: "
+    "AdamW 1e-3); a smaller batch for more updates; check that the masks are not degenerate (`albert data "
+    "stats`). Fine-tuning from such a model can do worse than random init",
     "collapse": "the encoder gives (almost) the same vector for every input. Try: a lower peak lr or a "
     "longer warmup; fp32 instead of fp16; check the data for long runs of one token; resume from an earlier "
     "checkpoint",
