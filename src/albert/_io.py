@@ -10,6 +10,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -42,12 +43,20 @@ FILE_MODE = 0o644
 NEARLY_FULL_BYTES = 1 << 20
 
 
+# How Rust's std::io::Error ends its message: safetensors' SafetensorError (an Exception, not an OSError)
+# says "Error while serializing: I/O error: No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)\s*$")
+
+
 def _disk_full(error: BaseException, path: Path) -> OSError | None:
     """``OSError(ENOSPC)`` naming ``path`` when ``error`` (raised while writing it) means the disk is
     full, else None. An OSError from inside a write names the temporary file or nothing; the user needs
     the real path and the plain reason."""
+    rust = _RUST_OS_ERROR.search(str(error)) if isinstance(error, Exception) else None
     if isinstance(error, OSError):
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    elif rust is not None:  # a Rust writer (safetensors) passes the OS error on in its message
+        full = int(rust.group(1)) in (errno.ENOSPC, errno.EDQUOT)
     elif isinstance(error, RuntimeError):  # torch's C++ writer: no errno
         try:
             st = os.statvfs(path.parent)

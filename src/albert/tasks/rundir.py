@@ -27,7 +27,7 @@ from typing import Any
 from albert._io import TMP_PREFIX, atomic_write_json, fsync_dir
 from albert.tasks.base import FinetuneConfig, ModelDirError, Task
 from albert.tasks.classification import ClassificationTask
-from albert.tasks.inputs import load_model_tokenizer, read_model_config
+from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
 from albert.tasks.race import MultipleChoiceTask
 from albert.tasks.squad import SquadTask
 
@@ -138,12 +138,14 @@ def load_finetuned(
     length to use (`trained_max_seq_length`); the model itself is `FineTuned.load_model`.
 
     Raises:
-        ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it.
+        ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it (another
+            vocabulary size, or another fingerprint than its task.json records).
         ValueError: a ``max_seq_length`` the model's position table does not hold.
     """
     model_dir = resolve_model_dir(path, checkpoint)
     info = read_task_info(model_dir)
     tokenizer = load_model_tokenizer(model_dir)
+    check_tokenizer(model_dir, info.get("tokenizer"), tokenizer)  # not another vocabulary of the same size
     length = trained_max_seq_length(info, max_seq_length)
     limit = read_model_config(model_dir).max_position_embeddings
     if not 3 <= length <= limit:  # [CLS] a token [SEP] .. the position table
