@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import csv
 import functools
+import io
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from albert._io import JsonlError, iter_jsonl
+from albert._io import JsonlError, NotTextError, iter_jsonl, read_utf8
 from albert.tasks import metrics as M
 from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
@@ -82,35 +83,44 @@ def read_records(
         raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
     out: list[tuple[int, dict[str, Any]]] = []
     if fmt == "jsonl":
-        with open(p, encoding="utf-8-sig") as f:  # utf-8-sig: a BOM is not part of the first record
-            try:
-                return list(iter_jsonl(f, name=str(p)))
-            except JsonlError as e:
-                raise TaskDataError(str(e)) from None
-    with open(p, encoding="utf-8-sig", newline="") as f:
-        if fmt == "csv":
-            reader = csv.reader(f)
-        else:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header: list[str] | None = None
-        if columns:
-            header = list(columns)
-            _check_unique(header, "--columns")
-        start = 1  # first line of the current record (a CSV record may span lines)
-        for row in reader:
-            line = start
-            start = reader.line_num + 1
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                _check_unique(header, f"{p}:{line}: the header")
-                continue
-            if len(row) != len(header):
-                raise TaskDataError(
-                    f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
-                )
-            out.append((line, dict(zip(header, row))))
+        try:  # as bytes: a line that is not UTF-8 is named by its number (a BOM is dropped)
+            return list(iter_jsonl(p))
+        except JsonlError as e:
+            raise TaskDataError(str(e)) from None
+    try:
+        text = read_utf8(p)  # NotTextError names the line, where the codec's error names nothing
+    except NotTextError as e:
+        raise TaskDataError(str(e)) from None
+    f = io.StringIO(text, newline="")  # newline="": the csv module sees quoted newlines as they are
+    if fmt == "csv":
+        reader = csv.reader(f)
+    else:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    header: list[str] | None = None
+    if columns:
+        header = list(columns)
+        _check_unique(header, "--columns")
+    start = 1  # first line of the current record (a CSV record may span lines)
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as e:  # e.g. a field over csv.field_size_limit(): not a ValueError, a traceback
+            raise TaskDataError(f"{p}:{start}: not {fmt.upper()} ({e})") from None
+        if row is None:
+            break
+        line = start
+        start = reader.line_num + 1
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if header is None:
+            header = [h.strip() for h in row]
+            _check_unique(header, f"{p}:{line}: the header")
+            continue
+        if len(row) != len(header):
+            raise TaskDataError(
+                f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
+            )
+        out.append((line, dict(zip(header, row))))
     return out
 
 

@@ -44,16 +44,28 @@ def features_digest(features: Sequence[Feature]) -> dict[str, Any]:
     """``{"features": count, "sha256": hex}`` of featurized examples: every key and value, in order."""
     h = hashlib.sha256()
     for feature in features:
-        for key in sorted(feature):
-            value = feature[key]
-            h.update(key.encode())
-            if isinstance(value, (list, tuple, np.ndarray)):
-                array = np.asarray(value)
-                h.update(f"{array.dtype.kind}{array.shape}".encode())
-                h.update(np.ascontiguousarray(array).tobytes())
-            else:
-                h.update(repr(value).encode())
+        _update(h, feature)
     return {"features": len(features), "sha256": h.hexdigest()}
+
+
+def _update(h: Any, value: Any) -> None:
+    """Feed ``value`` to the hash ``h``: token-id lists as int64 bytes (fast for long windows), other
+    containers element by element with their lengths (ragged option lists of multiple choice, SQuAD's
+    feature objects), anything else by its repr."""
+    if isinstance(value, (list, tuple)) and all(type(v) is int for v in value):
+        h.update(b"i%d:" % len(value) + np.asarray(value, dtype=np.int64).tobytes())
+    elif isinstance(value, (list, tuple)):
+        h.update(b"l%d:" % len(value))
+        for v in value:
+            _update(h, v)
+    elif isinstance(value, Mapping) or hasattr(value, "__dict__"):
+        items = value if isinstance(value, Mapping) else vars(value)
+        h.update(b"d%d:" % len(items))
+        for key in sorted(items, key=str):
+            h.update(str(key).encode() + b"=")
+            _update(h, items[key])
+    else:
+        h.update(repr(value).encode() + b";")
 
 
 def run_identity(
