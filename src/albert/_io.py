@@ -10,6 +10,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -20,16 +21,19 @@ from typing import Any, BinaryIO, TextIO
 __all__ = [
     "TMP_PREFIX",
     "JsonlError",
+    "NotTextError",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_dir",
     "atomic_write_json",
     "atomic_write_text",
+    "decode_utf8",
     "fsync_dir",
     "fsync_tree",
     "iter_jsonl",
     "parse_json_line",
     "proto_fields",
+    "read_utf8",
     "read_varint",
     "write_varint",
 ]
@@ -42,12 +46,20 @@ FILE_MODE = 0o644
 NEARLY_FULL_BYTES = 1 << 20
 
 
+# How Rust's std::io::Error ends its message: safetensors' SafetensorError (an Exception, not an OSError)
+# says "Error while serializing: I/O error: No space left on device (os error 28)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)\s*$")
+
+
 def _disk_full(error: BaseException, path: Path) -> OSError | None:
     """``OSError(ENOSPC)`` naming ``path`` when ``error`` (raised while writing it) means the disk is
     full, else None. An OSError from inside a write names the temporary file or nothing; the user needs
     the real path and the plain reason."""
+    rust = _RUST_OS_ERROR.search(str(error)) if isinstance(error, Exception) else None
     if isinstance(error, OSError):
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+    elif rust is not None:  # a Rust writer (safetensors) passes the OS error on in its message
+        full = int(rust.group(1)) in (errno.ENOSPC, errno.EDQUOT)
     elif isinstance(error, RuntimeError):  # torch's C++ writer: no errno
         try:
             st = os.statvfs(path.parent)
@@ -159,6 +171,38 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> Non
     atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
 
 
+class NotTextError(ValueError):
+    """A file that should be UTF-8 text is not; the message names ``file:line`` and the byte."""
+
+
+def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
+    """``data`` as text (a leading BOM dropped).
+
+    Raises:
+        NotTextError: ``where:line: not UTF-8 text (byte 0x.. at byte N of the line)``, ``line`` counted
+            from ``first_line``: a reader's own message names the file, where Python's names a codec.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = first_line + data.count(b"\n", 0, e.start)
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise NotTextError(
+            f"{where}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at byte {column} of the line); is it "
+            "a binary file?"
+        ) from None
+
+
+def read_utf8(path: str | Path) -> str:
+    """The text of ``path`` (UTF-8, a leading BOM dropped).
+
+    Raises:
+        FileNotFoundError: no such file.
+        NotTextError: naming the file, line and byte where it is not UTF-8 (see `decode_utf8`).
+    """
+    return decode_utf8(Path(path).read_bytes(), str(path))
+
+
 class JsonlError(ValueError):
     """A JSON-lines file has a line that is not a JSON object; the message names ``file:line``.
 
@@ -214,14 +258,19 @@ def iter_jsonl(
         JsonlError: ``file:line: ...`` for a line that is not valid JSON (or not an object).
     """
     if isinstance(source, (str, Path)):
-        with open(source, encoding="utf-8") as f:
+        with open(source, "rb") as f:  # bytes: a line that is not UTF-8 is named by its number
             yield from iter_jsonl(
                 f, name=name or str(source), skip_invalid=skip_invalid, objects_only=objects_only
             )
         return
-    where = name or getattr(source, "name", "<stream>")
+    where = str(name or getattr(source, "name", None) or "<stream>")
     for lineno, raw in enumerate(source, start=1):
-        line: str = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+        try:
+            line = decode_utf8(raw, where, lineno) if isinstance(raw, bytes) else str(raw).lstrip("\ufeff")
+        except NotTextError as e:
+            if skip_invalid:
+                continue
+            raise JsonlError(str(e), reason=str(e).partition(": ")[2]) from None
         if not line.strip():
             continue
         try:

@@ -110,9 +110,9 @@ def test_unknown_dev_label_and_non_numeric_target(tmp_path: Path) -> None:
     train = _write(tmp_path / "train.csv", "text,label\na,pos\nb,neg\n")
     dev = _write(tmp_path / "dev.csv", "text,label\nc,pos\nd,neutral\n")
     task = CustomTask(CustomData(train=train, dev=dev))
-    with pytest.raises(TaskDataError, match=r"dev\.csv:3: unknown label 'neutral'; labels are neg, pos"):
+    with pytest.raises(TaskDataError, match=r"dev\.csv:3: unknown label 'neutral'; labels are 'neg', 'pos'"):
         task.read("dev")
-    with pytest.raises(TaskDataError, match=r"train\.csv:3: unknown label 'neg'; labels are pos, x"):
+    with pytest.raises(TaskDataError, match=r"train\.csv:3: unknown label 'neg'; labels are 'pos', 'x'"):
         CustomTask(CustomData(train=train, dev=dev, labels=("pos", "x")))
     with pytest.raises(TaskDataError, match=r"train\.csv:2: label 'pos' is not a number"):
         CustomTask(CustomData(train=train, dev=dev, regression=True)).read("train")

@@ -45,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from albert.cli.finetune import task_module
-    from albert.tasks.base import ModelDirError, evaluate, model_predict_fn, write_jsonl
+    from albert.tasks.base import ModelDirError, evaluate, model_predict_fn, require_examples, write_jsonl
     from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
 
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise ModelDirError(
             f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"
         )
-    examples = task.read(args.split)
+    examples = require_examples(task, args.split, task.read(args.split))  # no metric of nothing, exit 0
     features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
     model = tuned.load_model(args.device)  # refuses a model without its task head
     t0 = time.perf_counter()

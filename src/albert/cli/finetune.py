@@ -130,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.tasks.base import FinetuneConfigError
+    from albert.tasks.base import FinetuneConfig
     from albert.tasks.finetune import finetune
     from albert.tasks.inputs import read_model_config
     from albert.tasks.rundir import check_output_dir
@@ -139,13 +139,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.print_config:  # before reading any data
         check_output_dir(args.output, resume=args.resume, overwrite=args.overwrite, init=args.init)
     _check_run_flags(args)
+    # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
+    model_config = None if args.print_config else read_model_config(args.init)
+    # The flags first, over the defaults: building the task may read the training file (custom data
+    # infers its labels), and a bad flag is bad whatever the preset (issue 22 item 5).
+    _validate(resolve_config(FinetuneConfig(), args), model_config)
     task, preset = task_module(args.task_kind).cli_task(args)
     cfg = resolve_config(preset, args)
-    try:
-        # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
-        cfg.validate(None if args.print_config else read_model_config(args.init))
-    except FinetuneConfigError as e:  # named by their flags
-        raise FinetuneConfigError([(f"--{n.replace('_', '-')}", why) for n, why in e.problems]) from None
+    _validate(cfg, model_config)  # the preset's own values with them
     if args.print_config:
         print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
         return 0
@@ -171,6 +172,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"{which:>4}: step {rec.get('step')}  {shown}  -> {rec.get('dir')}")
     print(f"report: {result.report_path}  (training {result.train_seconds:.0f} s)")
     return 0
+
+
+def _validate(cfg: Any, model_config: Any) -> None:
+    """`FinetuneConfig.validate`, its problems named by their flags."""
+    from albert.tasks.base import FinetuneConfigError
+
+    try:
+        cfg.validate(model_config)
+    except FinetuneConfigError as e:
+        raise FinetuneConfigError([(f"--{n.replace('_', '-')}", why) for n, why in e.problems]) from None
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:

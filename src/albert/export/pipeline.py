@@ -75,7 +75,7 @@ def load_source(model_dir: Path) -> tuple[Any, Any, dict[str, Any] | None]:
         # a fine-tuned model is built by its task (e.g. the SQuAD 2.0 head that config.json of an older
         # directory names only as an encoder), its head required; any other as its config.json names
         if info:
-            model = task_from_info(info).build_model(model_dir, require_head=True)
+            model = task_from_info(info, model_dir / TASK_FILE).build_model(model_dir, require_head=True)
         else:
             model = load_model(model_dir)
     except (ModelDirError, ValueError, FileNotFoundError, CheckpointError) as e:

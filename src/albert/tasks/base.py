@@ -312,6 +312,11 @@ class Task(abc.ABC):
         """What `albert predict` needs to use a fine-tuned model (saved as task.json, read by `from_info`)."""
         return {"task": self.name, "kind": self.kind, "metric_names": list(self.metric_names)}
 
+    def split_source(self, split: str) -> str:
+        """Where a split is read from, for error messages (custom data: its file); by default the task
+        and split names."""
+        return f"{self.name} {split} split"
+
     def score(self, metrics: Mapping[str, float]) -> float:
         """One number to select the best checkpoint: the mean of the task's metrics (GLUE convention)."""
         return M.task_score(metrics, self.metric_names)
@@ -410,6 +415,19 @@ class EvalResult:
     @property
     def num_examples(self) -> int:
         return len(self.predictions)
+
+
+def require_examples(task: Task, split: str, examples: list[Example]) -> list[Example]:
+    """``examples``, when there are any. An empty training split cannot train; an empty dev split
+    trained every step and then failed on metrics that do not exist (a ``KeyError`` after the whole
+    run), and `albert evaluate` on one printed no metric with exit 0 (issue 22 item 5).
+
+    Raises:
+        TaskDataError: naming the split's source (`Task.split_source`).
+    """
+    if not examples:
+        raise TaskDataError(f"{task.split_source(split)}: no examples (an empty {split} split)")
+    return examples
 
 
 def evaluate(

@@ -20,12 +20,20 @@ naming the file and line. So is an empty label (an empty cell, JSON ``null`` or 
 labelled file: it is never a class ``''``. With ``skip_bad_rows`` (``--skip-bad-rows``), rows of a
 labelled file with an empty label, a missing field or a non-numeric target are skipped instead, counted
 and logged with the first one's file:line (and the counts go into task.json / report.json).
+
+A header (or ``--columns``) naming a column twice is an error: a row read as a dict keeps only the last
+of them. A label set inferred from the training file goes through `albert.tasks.labels.check_label_set`:
+numbers that are not whole (a regression target without ``--regression``), more classes than the rows can
+teach (swapped ``--columns``) and spellings of one label (``pos`` / ``Pos``, ``1`` / ``1.0``) are errors
+that name the labels at fault and the flag that fixes it.
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import functools
+import io
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -35,10 +43,11 @@ from typing import Any
 
 import numpy as np
 
-from albert._io import JsonlError, iter_jsonl
+from albert._io import JsonlError, NotTextError, iter_jsonl, read_utf8
 from albert.tasks import metrics as M
 from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
+from albert.tasks.labels import check_label_set, short_list
 
 logger = logging.getLogger(__name__)
 
@@ -74,32 +83,58 @@ def read_records(
         raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
     out: list[tuple[int, dict[str, Any]]] = []
     if fmt == "jsonl":
-        with open(p, encoding="utf-8-sig") as f:  # utf-8-sig: a BOM is not part of the first record
-            try:
-                return list(iter_jsonl(f, name=str(p)))
-            except JsonlError as e:
-                raise TaskDataError(str(e)) from None
-    with open(p, encoding="utf-8-sig", newline="") as f:
-        if fmt == "csv":
-            reader = csv.reader(f)
-        else:
-            reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header: list[str] | None = list(columns) if columns else None
-        start = 1  # first line of the current record (a CSV record may span lines)
-        for row in reader:
-            line = start
-            start = reader.line_num + 1
-            if not row or (len(row) == 1 and not row[0].strip()):
-                continue
-            if header is None:
-                header = [h.strip() for h in row]
-                continue
-            if len(row) != len(header):
-                raise TaskDataError(
-                    f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
-                )
-            out.append((line, dict(zip(header, row))))
+        try:  # as bytes: a line that is not UTF-8 is named by its number (a BOM is dropped)
+            return list(iter_jsonl(p))
+        except JsonlError as e:
+            raise TaskDataError(str(e)) from None
+    try:
+        text = read_utf8(p)  # NotTextError names the line, where the codec's error names nothing
+    except NotTextError as e:
+        raise TaskDataError(str(e)) from None
+    f = io.StringIO(text, newline="")  # newline="": the csv module sees quoted newlines as they are
+    if fmt == "csv":
+        reader = csv.reader(f)
+    else:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    header: list[str] | None = None
+    if columns:
+        header = list(columns)
+        _check_unique(header, "--columns")
+    start = 1  # first line of the current record (a CSV record may span lines)
+    while True:
+        try:
+            row = next(reader, None)
+        except csv.Error as e:  # e.g. a field over csv.field_size_limit(): not a ValueError, a traceback
+            raise TaskDataError(f"{p}:{start}: not {fmt.upper()} ({e})") from None
+        if row is None:
+            break
+        line = start
+        start = reader.line_num + 1
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if header is None:
+            header = [h.strip() for h in row]
+            _check_unique(header, f"{p}:{line}: the header")
+            continue
+        if len(row) != len(header):
+            raise TaskDataError(
+                f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
+            )
+        out.append((line, dict(zip(header, row))))
     return out
+
+
+def _check_unique(names: Sequence[str], where: str) -> None:
+    """Refuse a header naming one column twice: a row as a dict would keep only the last of them, so the
+    other column would be silently ignored (and could be the label)."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, 1):
+        if name in seen:
+            raise TaskDataError(
+                f"{where} names column {name!r} twice (columns {seen[name]} and {i}); rename one (or give "
+                "--columns for a file without a header)"
+            )
+        seen[name] = i
 
 
 def _field(rec: dict[str, Any], where: str, name: str) -> Any:
@@ -277,12 +312,14 @@ class CustomTask(ClassificationTask):
     def _infer_labels(self) -> tuple[str, ...]:
         if self.data.train is None:
             raise TaskDataError("the label set is unknown: give --labels or a training file")
-        labels = sorted({str(e.label) for e in self._all_train()})
+        counts = collections.Counter(str(e.label) for e in self._all_train())
+        labels = sorted(counts)
         if len(labels) < 2:
             raise TaskDataError(
                 f"{self.data.train}: only one label value ({labels}); is --label-column right?"
             )
-        logger.info("labels (from %s): %s", self.data.train, ", ".join(labels))
+        check_label_set(counts, str(self.data.train), self.data.label_column)
+        logger.info("labels (from %s): %s", self.data.train, short_list(labels, limit=50))
         return tuple(labels)
 
     def _check_labels(self) -> None:
@@ -293,7 +330,8 @@ class CustomTask(ClassificationTask):
         for ex in self._all_train():
             if ex.label not in known:
                 raise TaskDataError(
-                    f"{ex.meta['file']}:{ex.meta['line']}: unknown label {ex.label!r}; labels are {', '.join(self.labels)}"
+                    f"{ex.meta['file']}:{ex.meta['line']}: unknown label {ex.label!r}; labels are "
+                    f"{short_list(self.labels)}"
                 )
 
     def split_indices(self) -> tuple[list[int], list[int]] | None:
@@ -336,9 +374,16 @@ class CustomTask(ClassificationTask):
                 if ex.label is not None and ex.label not in known:
                     raise TaskDataError(
                         f"{ex.meta['file']}:{ex.meta['line']}: unknown label {ex.label!r}; labels are "
-                        f"{', '.join(self.labels)}"
+                        f"{short_list(self.labels)}"
                     )
         return examples
+
+    def split_source(self, split: str) -> str:
+        files = {"train": self.data.train, "dev": self.data.dev, "test": self.data.test}
+        if split == "dev" and self.data.dev is None:
+            return f"{self.data.train} (the held-out dev part)"
+        path = files.get(split)
+        return str(path) if path is not None else super().split_source(split)
 
     def info(self) -> dict[str, Any]:
         info = super().info()

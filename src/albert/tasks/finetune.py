@@ -11,7 +11,9 @@ A run is checkpointed every ``save_every`` steps and every ``save_every_s`` seco
 three model sizes). ``resume=True`` continues from it exactly as `albert pretrain --resume` does: the
 trainer restores the optimizer, schedule, RNG, data position, best-so-far and dev-evaluation history, so
 on CPU the resumed run logs the losses of the uninterrupted one bit for bit (tests/e2e/test_finetune_resume.py).
-The task and hyperparameters are not stored: resume with the command line that started the run.
+Resume with the command line that started the run: each checkpoint's task.json records the run's task,
+labels, hyperparameters, tokenizer and data digests (`albert.tasks.resume`), and a resume with others is
+refused naming them. An empty training or dev split is refused before training (`require_examples`).
 
 The best checkpoint is the trainer's (``TrainerConfig.best_metric="eval_score"``, ``best_mode="max"``),
 and so are the dev predictions written as ``predictions/<split>_best.jsonl``: those of its
@@ -36,13 +38,14 @@ from albert.tasks.base import (
     Example,
     FinetuneConfig,
     Task,
-    TaskDataError,
     evaluate,
     model_predict_fn,
+    require_examples,
     write_jsonl,
 )
 from albert.tasks.collate import Feature, LengthGroupedBatches
-from albert.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config
+from albert.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config, tokenizer_record
+from albert.tasks.resume import RUN_KEY, check_resume, run_identity
 from albert.tasks.rundir import REPORT_FILE, check_output_dir, replacing, write_task_info
 
 logger = logging.getLogger(__name__)
@@ -103,6 +106,7 @@ def finetune(
     """
     import torch
 
+    from albert.tokenizer import load_tokenizer
     from albert.train.distributed import barrier, init_distributed
 
     out = Path(output_dir)
@@ -112,6 +116,9 @@ def finetune(
     torch.manual_seed(cfg.seed)
     tokenizer = load_model_tokenizer(init)
     train_examples, train_features, dev_sets = _featurize_splits(task, tokenizer, cfg, train_limit)
+    identity = run_identity(task, cfg, tokenizer, train_features, {s: f for s, (_, f) in dev_sets.items()})
+    if resume:  # before anything is built: the run's own settings, or a clear refusal
+        check_resume(out, identity)
     model = _build_model(task, init, cfg, random_init)
     init_name = f"random init, architecture of {init}" if random_init else str(init)
     batches = _train_batches(task, train_features, cfg, pad_id_of(tokenizer), dist)
@@ -130,7 +137,9 @@ def finetune(
 
     def on_save(tmp: Path) -> None:
         tokenizer.save_pretrained(tmp)
-        write_task_info(task, tmp, {"max_seq_length": cfg.max_seq_length, "init": init_name})
+        # the fingerprint of the tokenizer as saved, which predict / serve / evaluate find beside the model
+        extra = {"max_seq_length": cfg.max_seq_length, "init": init_name, RUN_KEY: identity}
+        write_task_info(task, tmp, {**extra, "tokenizer": tokenizer_record(load_tokenizer(tmp))})
 
     # the old run goes aside only now that the data and the model are known to be good
     with replacing(out, enabled=overwrite and dist.is_main):
@@ -218,13 +227,12 @@ def _featurize_splits(
     train_examples = task.read(task.train_split)
     if train_limit is not None:
         train_examples = train_examples[:train_limit]
-    if not train_examples:
-        raise TaskDataError(f"{task.name}: the {task.train_split} split is empty")
+    require_examples(task, task.train_split, train_examples)
+    dev_examples = {split: require_examples(task, split, task.read(split)) for split in task.dev_splits}
     train_features = task.featurize(train_examples, tokenizer, cfg.max_seq_length)
-    dev_sets: DevSets = {}
-    for split in task.dev_splits:
-        ex = task.read(split)
-        dev_sets[split] = (ex, task.featurize(ex, tokenizer, cfg.max_seq_length))
+    dev_sets: DevSets = {
+        split: (ex, task.featurize(ex, tokenizer, cfg.max_seq_length)) for split, ex in dev_examples.items()
+    }
     logger.info(
         "%s: %d train examples, %s; featurized in %.1fs",
         task.name,

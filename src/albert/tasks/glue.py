@@ -18,6 +18,7 @@ warmup steps, max length 512) from google-research/albert ``run_glue.sh`` and th
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert._io import atomic_write_text
+from albert._io import NotTextError, atomic_write_text, read_utf8
 from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.rundir import REPORT_FILE
@@ -256,9 +257,15 @@ def read_tsv_rows(
         FileNotFoundError: no such file.
         TaskDataError: a row with the wrong number of fields (names file and line).
     """
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    try:
+        text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
+    except NotTextError as e:
+        raise TaskDataError(str(e)) from None
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    try:
         rows = [(reader.line_num, row) for row in reader]
+    except csv.Error as e:  # e.g. a field over csv.field_size_limit(): not a ValueError, a traceback
+        raise TaskDataError(f"{path}:{reader.line_num + 1}: not a GLUE TSV ({e})") from None
     rows = [(n, r) for n, r in rows if r]  # blank lines
     if columns is None:
         if not rows:

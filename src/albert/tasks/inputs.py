@@ -1,6 +1,8 @@
 """What goes into a fine-tuned model: its directory's tokenizer, and token ids built as the original builds them.
 
 * `load_model_tokenizer`: the tokenizer of a model directory, checked against the model's vocabulary;
+* `tokenizer_record` / `check_tokenizer`: the fingerprint a fine-tuned model records of its tokenizer,
+  and the check that the tokenizer beside it is still that one;
 * `truncate_longest_first`: the fine-tuning pair truncation (one token at a time from the longer text),
   not the pretraining one of `albert.data.instances`, which cuts from the front or the back at random;
 * `build_inputs` / `encode_text_pair`: ``[CLS] a [SEP] (b [SEP])`` with the original's token types.
@@ -60,6 +62,37 @@ def load_model_tokenizer(model_dir: str | Path) -> Any:
             f"{config.vocab_size}; the tokenizer does not belong to this model"
         )
     return tokenizer
+
+
+def tokenizer_record(tokenizer: Any) -> dict[str, Any]:
+    """What identifies a tokenizer beyond its size: kind, vocabulary size and fingerprint (sha256 of its
+    vocabulary / model file, the one `albert pretrain --init` and `albert prepare` compare too)."""
+    return {
+        "kind": getattr(tokenizer, "kind", None),
+        "vocab_size": int(tokenizer.vocab_size),
+        "fingerprint": getattr(tokenizer, "fingerprint", None),
+    }
+
+
+def check_tokenizer(model_dir: str | Path, recorded: Any, tokenizer: Any) -> None:
+    """Refuse a tokenizer other than the one the model was fine-tuned with (``recorded``: the
+    `tokenizer_record` in its task.json; None for a model written before it was recorded: not checked).
+
+    Another vocabulary of the same size passes the vocabulary-size check of `load_model_tokenizer` and
+    gives every token another id: predictions are noise, with exit 0 (issue 22 item 3).
+
+    Raises:
+        ModelDirError: naming the directory and both fingerprints.
+    """
+    if not isinstance(recorded, dict) or not recorded.get("fingerprint"):
+        return
+    now = tokenizer_record(tokenizer)
+    if now["fingerprint"] != recorded["fingerprint"]:
+        raise ModelDirError(
+            f"{model_dir}: its tokenizer ({now['kind']}, {now['vocab_size']} entries, fingerprint "
+            f"{str(now['fingerprint'])[:12]}) is not the one the model was fine-tuned with (fingerprint "
+            f"{str(recorded['fingerprint'])[:12]}, task.json); put the fine-tuning tokenizer back"
+        )
 
 
 def pad_id_of(tokenizer: Any) -> int:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from albert._io import JsonlError, iter_jsonl
+from albert._io import JsonlError, iter_jsonl, read_utf8
 from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
 from albert.tasks.collate import Feature
 from albert.tasks.metrics import softmax
@@ -123,7 +123,7 @@ def _answer_index(answer: Any, num_options: int, where: str) -> int:
 def read_race_file(path: Path, level: str, num_options: int = RACE_NUM_OPTIONS) -> list[Example]:
     """The questions of one RACE file (one JSON object)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_utf8(path))
     except json.JSONDecodeError as e:
         raise TaskDataError(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
     if not isinstance(data, dict):
@@ -192,11 +192,10 @@ def read_mc_jsonl(path: str | Path) -> list[Example]:
     if not p.is_file():
         raise FileNotFoundError(f"{p}: not found")
     examples = []
-    with open(p, encoding="utf-8-sig") as f:  # utf-8-sig: a BOM is not part of the first record
-        try:
-            records = list(iter_jsonl(f, name=str(p)))
-        except JsonlError as e:
-            raise TaskDataError(str(e)) from None
+    try:  # as bytes: a line that is not UTF-8 is named by its number (a BOM is dropped)
+        records = list(iter_jsonl(p))
+    except JsonlError as e:
+        raise TaskDataError(str(e)) from None
     for n, rec in records:
         where = f"{p}:{n}"
         context = rec.get("context", rec.get("article"))

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert._io import TMP_PREFIX, atomic_write_json, fsync_dir
+from albert._io import TMP_PREFIX, NotTextError, atomic_write_json, fsync_dir, read_utf8
 from albert.tasks.base import FinetuneConfig, ModelDirError, Task
 from albert.tasks.classification import ClassificationTask
-from albert.tasks.inputs import load_model_tokenizer, read_model_config
+from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
 from albert.tasks.race import MultipleChoiceTask
 from albert.tasks.squad import SquadTask
 
@@ -67,8 +67,30 @@ def read_task_info(model_dir: Path) -> dict[str, Any]:
             f"{model_dir}: no {TASK_FILE}; this model directory was not written by `albert finetune`, so its "
             "task and labels are unknown"
         )
-    info: dict[str, Any] = json.loads(f.read_text(encoding="utf-8"))
+    info = _read_json_object(f)
+    if not isinstance(info.get("task"), str) or info.get("kind") not in TASK_KINDS:
+        raise ModelDirError(
+            f"{f}: not a task.json of `albert finetune` (task {info.get('task')!r}, kind "
+            f"{info.get('kind')!r}; kinds: {', '.join(TASK_KINDS)})"
+        )
     return info
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    """The JSON object in ``path`` (task.json, report.json).
+
+    Raises:
+        ModelDirError: not UTF-8, not JSON, or not an object, naming the file (and line).
+    """
+    try:
+        value = json.loads(read_utf8(path))
+    except NotTextError as e:
+        raise ModelDirError(str(e)) from None
+    except json.JSONDecodeError as e:
+        raise ModelDirError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise ModelDirError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
 
 
 def resolve_model_dir(path: str | Path, checkpoint: str = "best") -> Path:
@@ -81,7 +103,7 @@ def resolve_model_dir(path: str | Path, checkpoint: str = "best") -> Path:
         raise ValueError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
     report = p / REPORT_FILE
     if report.is_file():
-        d = json.loads(report.read_text(encoding="utf-8"))["checkpoints"][checkpoint].get("dir")
+        d = _report_dir(report, checkpoint)
         if d and (Path(d) / "config.json").is_file():
             return Path(d)
         if d and (p / "checkpoints" / Path(d).name / "config.json").is_file():  # run dir moved
@@ -93,12 +115,36 @@ def resolve_model_dir(path: str | Path, checkpoint: str = "best") -> Path:
     )
 
 
-def task_from_info(info: Mapping[str, Any]) -> Task:
-    """The task a fine-tuned model was trained with, without data, from its task.json."""
+def _report_dir(report: Path, checkpoint: str) -> str | None:
+    """The ``dir`` that report.json gives for ``checkpoint`` (None when it names none).
+
+    Raises:
+        ModelDirError: a report.json that is not a JSON object of ``checkpoints``, naming it.
+    """
+    entry = _read_json_object(report).get("checkpoints")
+    entry = entry.get(checkpoint) if isinstance(entry, dict) else None
+    if not isinstance(entry, dict) or not isinstance(entry.get("dir"), (str, type(None))):
+        raise ModelDirError(f"{report}: no checkpoints.{checkpoint}.dir (not a report of `albert finetune`)")
+    return entry.get("dir")
+
+
+def task_from_info(info: Mapping[str, Any], source: str | Path = TASK_FILE) -> Task:
+    """The task a fine-tuned model was trained with, without data, from its task.json (``source``, the
+    file named in errors).
+
+    Raises:
+        ModelDirError: an unknown kind, or fields its task class cannot use (naming ``source``).
+    """
     kind = info.get("kind")
     if kind not in TASK_KINDS:
-        raise ModelDirError(f"{TASK_FILE}: unknown task kind {kind!r}; known: {', '.join(TASK_KINDS)}")
-    return TASK_KINDS[str(kind)].from_info(info)
+        raise ModelDirError(f"{source}: unknown task kind {kind!r}; known: {', '.join(TASK_KINDS)}")
+    try:
+        return TASK_KINDS[str(kind)].from_info(info)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        # from_info reads fields of a file anyone may have edited: a wrong one is that file's fault,
+        # named as such, not a traceback from inside a task class
+        detail = f"missing field {e}" if isinstance(e, KeyError) else f"{type(e).__name__}: {e}"
+        raise ModelDirError(f"{source}: not a task.json of `albert finetune` ({detail})") from None
 
 
 def trained_max_seq_length(info: Mapping[str, Any], given: int | None = None) -> int:
@@ -138,19 +184,21 @@ def load_finetuned(
     length to use (`trained_max_seq_length`); the model itself is `FineTuned.load_model`.
 
     Raises:
-        ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it.
+        ModelDirError: not a (fine-tuned) model directory, or a tokenizer that does not fit it (another
+            vocabulary size, or another fingerprint than its task.json records).
         ValueError: a ``max_seq_length`` the model's position table does not hold.
     """
     model_dir = resolve_model_dir(path, checkpoint)
     info = read_task_info(model_dir)
     tokenizer = load_model_tokenizer(model_dir)
+    check_tokenizer(model_dir, info.get("tokenizer"), tokenizer)  # not another vocabulary of the same size
     length = trained_max_seq_length(info, max_seq_length)
     limit = read_model_config(model_dir).max_position_embeddings
     if not 3 <= length <= limit:  # [CLS] a token [SEP] .. the position table
         raise ValueError(
             f"--max-seq-length {length}: must be between 3 and {limit}, the model's max_position_embeddings"
         )
-    return FineTuned(model_dir, info, task_from_info(info), tokenizer, length)
+    return FineTuned(model_dir, info, task_from_info(info, model_dir / TASK_FILE), tokenizer, length)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -70,7 +70,19 @@ def _local(tag: str) -> str:
 
 
 def iter_wiki_articles(path: str | Path) -> Iterator[tuple[str, str]]:
-    """Yields ``(title, plain_text)`` for each main-namespace, non-redirect page of a MediaWiki XML dump."""
+    """Yields ``(title, plain_text)`` for each main-namespace, non-redirect page of a MediaWiki XML dump.
+
+    Raises:
+        ValueError: the file is not well-formed XML (naming the file, line and column).
+    """
+    try:
+        yield from _wiki_articles(path)
+    except ET.ParseError as e:  # a SyntaxError, whose traceback would be all the user saw
+        line, column = e.position
+        raise ValueError(f"{path}:{line}:{column}: not a MediaWiki XML dump ({e.msg})") from None
+
+
+def _wiki_articles(path: str | Path) -> Iterator[tuple[str, str]]:
     with open_binary(path) as f:
         title, ns, text, redirect = "", "", "", False
         for _event, elem in ET.iterparse(f, events=("end",)):

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from albert._fields import FieldError, coerce, field_types, parse_value
+from albert._io import NotTextError, read_utf8
 
 # ---------------------------------------------------------------------------------------------- the loop
 # "auto": bf16 where the device runs it natively, else fp32 (albert.train.precision.resolve_precision)
@@ -518,9 +519,11 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     """A config file as a nested dict: JSON (``.json``) or the YAML subset (anything else)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
+    except NotTextError as e:
+        raise ConfigError(str(e)) from None
     if path.suffix == ".json":
         try:
             raw = json.loads(text)
