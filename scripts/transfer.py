@@ -65,6 +65,20 @@ def evals(run: Path) -> dict[int, dict[str, float]]:
     return out
 
 
+def architecture_key(model_dir: Path) -> str:
+    """A digest of what a random initialization depends on: the architecture (the model config as read)
+    and the vocabulary (the tokenizer files)."""
+    import hashlib
+
+    from albert.tasks.inputs import read_model_config
+
+    h = hashlib.sha256(repr(read_model_config(model_dir)).encode())
+    for name in ("spiece.model", "vocab.txt", "tokenizer.json"):
+        if (model_dir / name).is_file():
+            h.update(name.encode() + (model_dir / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
 def tokens_at(ckpt: Path) -> int | None:
     for name in ("trainer_state.json",):
         p = ckpt / name
@@ -89,6 +103,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--tokens-per-s", type=float, help="plot against minutes at this training speed")
     ap.add_argument("--only-final", action="store_true", help="probe only each run's model/ directory")
+    ap.add_argument("--max-step", type=int, help="probe only checkpoints up to this step")
     args = ap.parse_args()
 
     import torch
@@ -115,19 +130,23 @@ def main() -> int:
     for run in args.runs:
         ev = evals(run)
         targets = [] if args.only_final else checkpoints(run)
+        if args.max_step is not None:
+            targets = [(step, path) for step, path in targets if step <= args.max_step]
         result = json.loads((run / "result.json").read_text()) if (run / "result.json").is_file() else {}
-        if (run / "model" / "model.safetensors").is_file():
+        if (run / "model" / "model.safetensors").is_file() and args.max_step is None:
             targets.append((int(result.get("steps", -1)), run / "model"))
-        # the random initializations of this architecture (once per run: the same config each time)
-        key0 = f"{run}/random"
-        if key0 not in rows and targets:
+        if not targets:
+            continue
+        # the random initializations of this architecture and vocabulary, probed once for all runs sharing them
+        key0 = f"random/{architecture_key(targets[0][1])}"
+        if key0 not in rows:
             randoms = []
             for seed in range(1, args.random_seeds + 1):
                 r = run_probe(targets[0][1], train, dev, config, random_init=True, init_seed=seed).to_dict()
                 enc, _ = load_encoder(targets[0][1], random_init=True, seed=seed)
                 r["spread"] = representation_spread(enc, batch)
                 randoms.append(r)
-            rows[key0] = {"run": str(run), "step": 0, "tokens": 0, "randoms": randoms}
+            rows[key0] = {"run": "random initialization", "step": 0, "tokens": 0, "randoms": randoms}
             save()
         for step, path in targets:
             key = f"{run}/{path.name}"
@@ -145,6 +164,7 @@ def main() -> int:
                 "spread": representation_spread(enc, batch),
                 "probe": probe,
                 "comparison": compare(probe, rows[key0]["randoms"]),
+                "random_key": key0,
             }
             rows[key] = row
             save()
@@ -168,8 +188,14 @@ def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    runs = sorted({r["run"] for r in rows.values()})
-    for run in runs:
+    for r in rows.values():  # the random initializations: their mean and the seeds' range
+        if "randoms" in r:
+            accs = [100 * x["dev_accuracy"] for x in r["randoms"]]
+            ax.axhspan(min(accs), max(accs), color="gray", alpha=0.2)
+            ax.axhline(
+                sum(accs) / len(accs), ls="--", lw=0.8, color="gray", label="random init (mean, range)"
+            )
+    for run in sorted({r["run"] for r in rows.values() if "probe" in r}):
         pts = sorted(
             (
                 r["tokens"] / 1e6 / per,
@@ -177,16 +203,11 @@ def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
                 100 * r["comparison"]["two_standard_errors"],
             )
             for r in rows.values()
-            if r["run"] == run and "probe" in r and r.get("tokens")
+            if r["run"] == run and "probe" in r and r.get("tokens") and r["checkpoint"].find("/model") < 0
         )
         if pts:
             x, y, e = zip(*pts)
             ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=Path(run).name)
-        rnd = rows.get(f"{run}/random")
-        if rnd:
-            accs = [100 * r["dev_accuracy"] for r in rnd["randoms"]]
-            m = sum(accs) / len(accs)
-            ax.axhline(m, ls="--", lw=0.8, color=ax.lines[-1].get_color() if pts else "gray")
     ax.set_xlabel(
         f"pretraining minutes at {tokens_per_s:g} tokens/s" if tokens_per_s else "pretraining tokens (M)"
     )
