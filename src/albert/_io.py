@@ -139,8 +139,9 @@ def _asides(path: Path, kind: str) -> list[tuple[Path, int]]:
         for entry in path.parent.iterdir():
             pid = entry.name[len(prefix) :]
             if entry.name.startswith(prefix) and pid.isdigit():
-                found.append((entry, int(pid)))
-    return sorted(found, key=lambda e: e[0].lstat().st_mtime_ns, reverse=True)
+                with contextlib.suppress(OSError):  # gone meanwhile (its writer finished)
+                    found.append((entry.lstat().st_mtime_ns, entry, int(pid)))
+    return [(entry, pid) for _, entry, pid in sorted(found, key=lambda e: e[0], reverse=True)]
 
 
 def _alive(pid: int) -> bool:

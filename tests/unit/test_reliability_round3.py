@@ -47,6 +47,18 @@ def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
 
 
+def _tuned(init: Path, out: Path) -> Path:
+    """A fine-tuned SST-2 model directory as `albert finetune` writes one (random head, task.json)."""
+    from albert.tasks.classification import ClassificationTask
+    from albert.tasks.rundir import write_task_info
+
+    shutil.copytree(init, out)
+    task = ClassificationTask("sst2", lambda split: [], ["0", "1"], ["accuracy"])
+    task.build_model(init).save_pretrained(out)
+    write_task_info(task, out, {"max_seq_length": 32})
+    return out
+
+
 def _relabel(model_dir: Path, labels: list[str]) -> None:
     """Another model in effect: the same weights with other class names in its task.json."""
     info = json.loads((model_dir / "task.json").read_text())
@@ -221,12 +233,16 @@ def test_finetune_overwrite_onto_a_symlink_replaces_the_run_it_points_to(
 
 
 # ---------------------------------------------------------------------------- the output directory's lock
+# Another run holding OUTPUT/.lock, by the protocol itself (flock, its pid in the file), not through
+# `lock_dir`, so that the test asks only what a second run does.
 HOLD_THE_LOCK = """
-import sys, time
-from albert._io import lock_dir
-with lock_dir(sys.argv[1]):
-    print("locked", flush=True)
-    time.sleep(120)
+import fcntl, os, sys, time
+os.makedirs(sys.argv[1], exist_ok=True)
+fd = os.open(os.path.join(sys.argv[1], ".lock"), os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b"%d\\n" % os.getpid())
+print("locked", flush=True)
+time.sleep(120)
 """
 
 
@@ -237,9 +253,8 @@ def test_a_second_run_into_a_locked_output_is_one_line_naming_the_holder(
     import subprocess
     import sys
 
-    from albert._io import LOCK_FILE, lock_dir
-
     out = tmp_path / "run"
+    LOCK_FILE = ".lock"
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLD_THE_LOCK, str(out)], stdout=subprocess.PIPE, text=True
     )
@@ -255,6 +270,8 @@ def test_a_second_run_into_a_locked_output_is_one_line_naming_the_holder(
     finally:
         holder.send_signal(signal.SIGKILL)  # a crash: the kernel releases the flock
         holder.wait(timeout=30)
+    from albert._io import lock_dir
+
     with lock_dir(out):  # free again, although the dead holder's file is still there
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
     assert list(out.iterdir()) == []  # the lock file goes with the lock (the directory is not ours)
@@ -306,14 +323,7 @@ def test_a_broken_model_onnx_is_one_line_in_predict_and_serve(
     content: bytes,
 ) -> None:
     pytest.importorskip("onnxruntime")
-    from albert.tasks.classification import ClassificationTask
-    from albert.tasks.rundir import write_task_info
-
-    model = tmp_path / "onnx"
-    shutil.copytree(init_dir, model)
-    task = ClassificationTask("sst2", lambda split: [], ["0", "1"], ["accuracy"])
-    task.build_model(init_dir).save_pretrained(model)
-    write_task_info(task, model, {"max_seq_length": 32})
+    model = _tuned(init_dir, tmp_path / "onnx")
     (model / "model.onnx").write_bytes(content)  # truncated to nothing, or garbage
     _stdin(monkeypatch, b"a sharp , smart film .\n")
     assert main(["predict", "--model", str(model), "--backend", "onnx"]) == 1
@@ -326,9 +336,12 @@ def test_a_broken_model_onnx_is_one_line_in_predict_and_serve(
 
 @pytest.mark.parametrize(("flag", "value"), [("--port", "70000"), ("--port", "-1"), ("--max-batch", "0")])
 def test_serve_flags_out_of_range_are_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
+    init_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str
 ) -> None:
-    assert main(["serve", str(tmp_path / "no-model"), flag, value]) == 1
+    """Checked before the model loads; ``--port 70000`` used to be an OverflowError traceback from the
+    socket, once the server started."""
+    pytest.importorskip("uvicorn")
+    assert main(["serve", str(_tuned(init_dir, tmp_path / "m")), flag, value]) == 1
     assert _err_lines(capsys) == [f"albert serve: error: {flag} {value}: must be " + (
         "between 0 and 65535" if flag == "--port" else "at least 1"
     )]  # fmt: skip
@@ -370,14 +383,7 @@ def test_params_unknown_preset_is_one_line_listing_the_presets(capsys: pytest.Ca
 def test_predict_max_seq_length_0_is_refused_not_ignored(
     init_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from albert.tasks.classification import ClassificationTask
-    from albert.tasks.rundir import write_task_info
-
-    model = tmp_path / "m"
-    shutil.copytree(init_dir, model)
-    task = ClassificationTask("sst2", lambda split: [], ["0", "1"], ["accuracy"])
-    task.build_model(init_dir).save_pretrained(model)
-    write_task_info(task, model, {"max_seq_length": 32})
+    model = _tuned(init_dir, tmp_path / "m")
     _stdin(monkeypatch, b"a sharp , smart film .\n")
     assert main(["predict", "--model", str(model), "--max-seq-length", "0"]) == 1
     assert _err_lines(capsys) == [
