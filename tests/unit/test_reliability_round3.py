@@ -266,6 +266,12 @@ def test_a_second_run_into_a_locked_output_is_one_line_naming_the_holder(
                 f"albert finetune: error: {out}: in use by another process (pid {holder.pid}, holding "
                 f"{out / LOCK_FILE}); wait for it to end, or choose another output"
             ]
+        pretrain = ["pretrain", "--recipe", "smoke", "--data-dir", str(tmp_path / "d"), "--run-dir", str(out)]
+        assert main(pretrain) == 1  # pretraining's run directory: the same lock
+        assert _err_lines(capsys) == [
+            f"albert pretrain: error: {out}: in use by another process (pid {holder.pid}, holding "
+            f"{out / LOCK_FILE}); wait for it to end, or choose another output"
+        ]
         assert [p.name for p in out.iterdir()] == [LOCK_FILE]  # the other run's directory untouched
     finally:
         holder.send_signal(signal.SIGKILL)  # a crash: the kernel releases the flock
