@@ -100,7 +100,9 @@ def finetune(
 
     Raises (before anything is read): `FinetuneConfigError` for a ``cfg`` that does not fit ``init``
     (`FinetuneConfig.validate`); `RunDirError` for a non-empty ``output_dir`` without ``resume`` (continue
-    its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`).
+    its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`);
+    `albert._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
+    stopped before its first checkpoint starts it over (`rundir.check_output_dir`).
     """
     from albert.train.distributed import init_distributed
 
