@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     """Train Toy with LAMB; used by tests/e2e (SIGKILL + resume, torchrun vs one process)."""
     from albert.optim import build_optimizer, build_scheduler
     from albert.train import Trainer, TrainerConfig
-    from albert.train.distributed import destroy_distributed, init_distributed
+    from albert.train.distributed import exit_process, init_distributed
 
     p = argparse.ArgumentParser()
     p.add_argument("--run-dir", required=True)
@@ -121,8 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     result = trainer.fit(slow(), resume=args.resume)
     if info.is_main:
         print(json.dumps({"steps": result.steps, "loss": result.train_metrics.get("loss", math.nan)}))
-    destroy_distributed()
-    return 0
+    return exit_process(0)  # torchrun: every rank ends here, flushed, without finalization
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import os
 import re
 import shutil
@@ -20,8 +21,10 @@ from typing import Any, BinaryIO, TextIO
 
 __all__ = [
     "TMP_PREFIX",
+    "DirLockedError",
     "JsonlError",
     "NotTextError",
+    "LOCK_FILE",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_dir",
@@ -31,12 +34,17 @@ __all__ = [
     "fsync_dir",
     "fsync_tree",
     "iter_jsonl",
+    "lock_dir",
+    "output_path",
     "parse_json_line",
     "proto_fields",
     "read_utf8",
     "read_varint",
+    "recover_dir",
     "write_varint",
 ]
+
+logger = logging.getLogger(__name__)
 
 # Temporaries start with this prefix, so readers and cleanup recognise (and skip) them.
 TMP_PREFIX = ".tmp-"
@@ -120,35 +128,195 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
         raise
 
 
-def atomic_write_dir(path: str | Path, write: Callable[[Path], Any]) -> Path:
-    """Write the directory ``path`` atomically: ``write(tmp)`` fills a fresh temporary directory next to
-    it, whose files are fsync'ed before it is renamed into place. An existing ``path`` is moved aside
-    first and then deleted, so a crash leaves either the old directory or the new one complete (plus a
-    ``TMP_PREFIX`` leftover that cleanup may delete); an exception in ``write`` leaves the old one and no
-    temporary behind (a full disk is reported as in `atomic_write`). Returns ``path``.
+def output_path(path: str | Path) -> Path:
+    """Where a write to ``path`` goes: a symbolic link means the directory it points to (replacing the
+    link itself by a real directory would leave its target holding the old content, and ``rmtree``
+    refuses a link after a whole run); anything else is ``path`` itself."""
+    path = Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
+# `atomic_write_dir`'s siblings of PATH, by what they hold: the new copy while it is written ("part"), the
+# new copy complete and fsync'ed ("new"), the old copy moved aside ("old"). The kind comes first, so no
+# directory name makes one kind's name another's.
+def _aside(path: Path, kind: str, pid: int | None = None) -> Path:
+    return path.parent / f"{TMP_PREFIX}{kind}-{path.name}.{os.getpid() if pid is None else pid}"
+
+
+def _asides(path: Path, kind: str) -> list[tuple[Path, int]]:
+    """``(sibling, pid of its writer)`` of one kind, newest first."""
+    prefix = f"{TMP_PREFIX}{kind}-{path.name}."
+    found = []
+    with contextlib.suppress(OSError):  # no parent: nothing aside
+        for entry in path.parent.iterdir():
+            pid = entry.name[len(prefix) :]
+            if entry.name.startswith(prefix) and pid.isdigit():
+                with contextlib.suppress(OSError):  # gone meanwhile (its writer finished)
+                    found.append((entry.lstat().st_mtime_ns, entry, int(pid)))
+    return [(entry, pid) for _, entry, pid in sorted(found, key=lambda e: e[0], reverse=True)]
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` (another writer) still runs."""
+    if pid == os.getpid():
+        return False  # this process is not inside a write of this path while it recovers it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def recover_dir(path: str | Path) -> bool:
+    """Finish or undo an `atomic_write_dir` of ``path`` that a killed process left, and delete its leftovers.
+
+    The one recovery step for interrupted directory writes, run by every `atomic_write_dir` and by the
+    readers of run and model directories. ``path`` absent after a kill between the write's two renames:
+    the complete new copy (``.tmp-new-*``) is renamed into place, else the old one (``.tmp-old-*``) is put
+    back. Then the leftovers of dead writers go: partial copies, a new copy that never replaced a present
+    ``path``, and old copies already replaced. A live writer's siblings are left alone.
+
+    Returns:
+        True when ``path`` was restored.
     """
     path = Path(path)
-    tmp = path.parent / f"{TMP_PREFIX}{path.name}.{os.getpid()}"
+    restored = False
+    if not os.path.lexists(path):
+        for kind in ("new", "old"):  # the newest complete copy: the write's result, else what it replaced
+            done = [(d, pid) for d, pid in _asides(path, kind) if not _alive(pid)]
+            if done:
+                os.rename(done[0][0], path)
+                fsync_dir(path.parent)
+                logger.warning(
+                    "%s was missing after an interrupted write: restored from %s", path, done[0][0]
+                )
+                restored = True
+                break
+    for kind in ("part", "new", "old"):
+        for stale, pid in _asides(path, kind):
+            if not _alive(pid):
+                shutil.rmtree(stale, ignore_errors=True)
+    return restored
+
+
+def recover_dirs_in(folder: str | Path) -> None:
+    """`recover_dir` for every directory of ``folder`` that an interrupted write left a sibling of (the
+    checkpoints of a run: ``best`` missing after a kill between the renames of its replacement)."""
+    folder = Path(folder)
+    names = set()
+    with contextlib.suppress(OSError):
+        for entry in folder.iterdir():
+            kind, _, rest = entry.name.removeprefix(TMP_PREFIX).partition("-")
+            name, _, pid = rest.rpartition(".")
+            if (
+                entry.name.startswith(TMP_PREFIX)
+                and kind in ("part", "new", "old")
+                and name
+                and pid.isdigit()
+            ):
+                names.add(name)
+    for name in sorted(names):
+        recover_dir(folder / name)
+
+
+def atomic_write_dir(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """Write the directory ``path`` atomically: ``write(tmp)`` fills a fresh temporary directory next to
+    it, whose files are fsync'ed; it is then renamed to a "complete" sibling, the old ``path`` (if any)
+    moved aside, the complete copy renamed into place and the old one deleted. A process killed anywhere
+    leaves the old directory or the new one complete at ``path``, or, between the renames, both complete
+    beside it, from which the next write or reader restores ``path`` (`recover_dir`). An exception in
+    ``write`` leaves the old one and no temporary behind (a full disk is reported as in `atomic_write`).
+    A symbolic link at ``path`` is written through (`output_path`). Returns ``path``.
+    """
+    path = output_path(path)
+    recover_dir(path)
+    tmp, new, old = _aside(path, "part"), _aside(path, "new"), _aside(path, "old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:
         write(tmp)
         fsync_tree(tmp)
+        os.rename(tmp, new)  # complete: from here on, recovery may put it in place
         if path.exists():
-            old = path.parent / f"{TMP_PREFIX}old-{path.name}.{os.getpid()}"
             os.rename(path, old)
-            os.rename(tmp, path)
+            os.rename(new, path)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.rename(tmp, path)
+            os.rename(new, path)
         fsync_dir(path.parent)
     except BaseException as e:
         full = _disk_full(e, path)  # judged before the temporary's space is freed
         shutil.rmtree(tmp, ignore_errors=True)
+        if not path.exists() and old.exists():  # failed between the renames: the old one goes back
+            os.rename(old, path)
+        shutil.rmtree(new, ignore_errors=True)
         if full is not None:
             raise full from e
         raise
     return path
+
+
+LOCK_FILE = ".lock"
+"""The lock file `lock_dir` holds inside a directory in use (readers of a directory's content skip it)."""
+
+
+class DirLockedError(RuntimeError):
+    """Another process holds the directory's lock; the message names it."""
+
+
+@contextlib.contextmanager
+def lock_dir(path: str | Path) -> Iterator[Path]:
+    """Hold an exclusive lock on the directory ``path`` (created when absent) while inside: ``flock`` on
+    ``path/.lock``, which holds the holder's process id. The kernel releases a flock when its process
+    ends, however it ends (a SIGKILL too), so a stale lock file is never in the way; on a normal exit the
+    file is removed, and a directory this call created and nothing else filled is removed too.
+
+    The lock follows the file, not its name: a rename of the file (`tasks.rundir.replacing` moves it into
+    the new run directory) keeps it held. Without ``fcntl`` (Windows) nothing is locked.
+
+    Raises:
+        DirLockedError: another process holds the lock (named by its process id).
+    """
+    path = Path(path)
+    created = not path.exists()
+    path.mkdir(parents=True, exist_ok=True)
+    lock = path / LOCK_FILE
+    try:
+        import fcntl
+    except ImportError:
+        yield path
+        return
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise DirLockedError(
+                f"{path}: in use by another process (pid {holder}, holding {lock}); wait for it to end, "
+                "or choose another output"
+            ) from None
+        # the holder may have removed the file (its normal exit) between our open and flock: lock the
+        # file the name now means, or a third process could lock that one too
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        os.close(fd)
+    try:
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        yield path
+    finally:
+        with contextlib.suppress(OSError):  # removed before the unlock, so no one locks a dead name
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                os.unlink(lock)
+        os.close(fd)
+        if created:
+            with contextlib.suppress(OSError):  # not empty: the run's content stays
+                path.rmdir()
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -48,6 +48,14 @@ class ConfigError(ValueError):
     """A configuration that cannot work; the message names the field."""
 
 
+class UnknownPresetError(ConfigError, KeyError):
+    """A preset name that `PRESETS` lacks: a failed lookup (so a KeyError, as it always was) and a
+    configuration error (so the CLI prints its message, which lists the presets, as one line)."""
+
+    def __str__(self) -> str:  # KeyError's own shows the repr, quotes and all
+        return str(self.args[0]) if self.args else ""
+
+
 def read_config_file(path: str | Path) -> dict[str, Any]:
     """The JSON object of a configuration file (``config.json``, ``albert_config.json``).
 
@@ -224,7 +232,7 @@ class AlbertConfig:
         """A named preset (see `PRESETS`), with fields overridden, e.g.
         ``AlbertConfig.from_preset("albert-base-v2", embedding_size=768, sharing="ffn")``."""
         if name not in PRESETS:
-            raise KeyError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
+            raise UnknownPresetError(f"unknown preset {name!r}; known presets: {', '.join(PRESETS)}")
         base = PRESETS[name]
         unknown = set(overrides) - {f.name for f in fields(cls)}
         if unknown:

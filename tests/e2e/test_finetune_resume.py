@@ -120,7 +120,7 @@ def test_sigkill_then_resume_reproduces_the_fine_tune_bit_for_bit(task_dir, tmp_
     for which in ("best", "last"):
         a, b = report_a["checkpoints"][which], report_b["checkpoints"][which]
         assert {**a, "dir": None} == {**b, "dir": None}, which
-        assert same_weights(Path(a["dir"]), Path(b["dir"])), f"{where}: {which} weights differ"
+        assert same_weights(straight / a["dir"], killed / b["dir"]), f"{where}: {which} weights differ"
     for name in ("dev_best.jsonl", "dev_last.jsonl"):
         assert (killed / "predictions" / name).read_text() == (straight / "predictions" / name).read_text()
     # one step checkpoint is kept (they are model-sized), the final one

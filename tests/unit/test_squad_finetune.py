@@ -57,7 +57,7 @@ def test_v11_finetune_evaluate_predict(tiny_model_dir: Path, tmp_path: Path, mon
     assert [h["step"] for h in report["history"]] == [3, 6]
     assert {"exact_match", "f1", "score"} <= set(report["history"][0])
     assert report["config"]["batch_size"] == 4 and report["config"]["learning_rate"] == 2e-3
-    info = json.loads((Path(report["checkpoints"]["best"]["dir"]) / "task.json").read_text())
+    info = json.loads((run / report["checkpoints"]["best"]["dir"] / "task.json").read_text())
     assert info["kind"] == "span" and info["version"] == "1.1" and info["doc_stride"] == 16
     counts = report["task"]["featurization"]
     assert counts["train"]["examples"] == counts["dev"]["examples"] == 19
@@ -74,7 +74,7 @@ def test_v11_finetune_evaluate_predict(tiny_model_dir: Path, tmp_path: Path, mon
     assert summary["f1"] == pytest.approx(best["f1"]) and summary["exact_match"] == pytest.approx(
         best["exact_match"]
     )
-    official = json.loads((Path(best["dir"]) / "eval" / "dev" / "predictions.json").read_text())
+    official = json.loads((run / best["dir"] / "eval" / "dev" / "predictions.json").read_text())
     assert set(official) == set(contexts)
 
     qa = {"id": "x", "question": "Who built the locomotive?", "context": contexts["q017"]}
@@ -108,7 +108,7 @@ def test_v20_finetune_reports_hasans_noans(
         assert key in last, key
     assert last["threshold_chosen"] == 1.0 and last["f1"] == pytest.approx(last["best_f1"])
     assert last["HasAns_total"] + last["NoAns_total"] == 19 and last["NoAns_total"] > 0
-    best_dir = Path(report["checkpoints"]["best"]["dir"])
+    best_dir = run / report["checkpoints"]["best"]["dir"]
     info = json.loads((best_dir / "task.json").read_text())
     assert info["head"] == head and isinstance(info["null_threshold"], float)
 

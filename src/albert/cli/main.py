@@ -85,6 +85,23 @@ def error_message(error: BaseException) -> str | None:
     return " ".join(text.split()) or type(error).__name__  # one line
 
 
+def _joined() -> bool:
+    """Whether the command joined a torchrun process group (`albert.train.distributed`, imported only by
+    the commands that use it, knows)."""
+    distributed = sys.modules.get("albert.train.distributed")
+    return bool(distributed is not None and distributed._joined)
+
+
+def _end(rc: int) -> int:
+    """``rc``, or the end of the process when the command joined a process group: then every rank leaves
+    through `albert.train.distributed.exit_process` (flushed, without the interpreter's finalization)."""
+    if not _joined():
+        return rc
+    from albert.train.distributed import exit_process
+
+    return exit_process(rc)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(next((a for a in argv if not a.startswith("-")), None))
@@ -98,18 +115,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args._run(args) or 0)
+        return _end(int(args._run(args) or 0))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return _end(130)
     except Exception as e:
         message = error_message(e)
-        if message is None:
-            raise  # a bug: the full traceback
+        if message is None:  # a bug: the full traceback
+            if not _joined():
+                raise
+            traceback.print_exc()
+            return _end(1)
         if args.verbose:
             traceback.print_exc()
         print(f"albert {args.command}: error: {message}", file=sys.stderr)
-        return 1
+        return _end(1)
 
 
 if __name__ == "__main__":

@@ -67,11 +67,28 @@ def read_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]
         try:
             obj = torch.load(pickle, map_location="cpu", weights_only=True)
         except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad file
-            raise CheckpointError(f"{pickle}: cannot read weights (weights_only=True): {e}") from None
+            raise CheckpointError(f"{pickle}: cannot read weights: {_refusal(e)}") from None
         if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
             raise CheckpointError(f"{pickle}: expected a dict of tensors")
         return obj, {}, pickle
     raise CheckpointError(f"{path}: no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {PICKLE_NAME} found")
+
+
+def _refusal(error: BaseException) -> str:
+    """Why torch's weights-only unpickler refused a file, without torch's advice: its message suggests
+    turning ``weights_only`` off "if you trust the source", which runs whatever a crafted file asks for."""
+    import pickle as pickle_module
+    import re
+
+    if isinstance(error, pickle_module.UnpicklingError):
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        asks = f"it asks to call or build {found.group(1)}" if found else "it holds more than tensors"
+        return (
+            f"refused to unpickle (weights_only=True): {asks}, but a weights file holds only tensors. Do "
+            "not load it with full pickle: that runs whatever the file asks for"
+        )
+    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    return first  # an unreadable file (truncated zip, not a torch file): torch's first line says which
 
 
 def _safetensors_damage(path: Path) -> str:

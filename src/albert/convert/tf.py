@@ -45,7 +45,7 @@ import numpy as np
 import torch
 from torch.overrides import TorchFunctionMode
 
-from albert._io import atomic_write_dir
+from albert._io import atomic_write_dir, recover_dir
 from albert.config import AlbertConfig, ConfigError, read_config_file
 from albert.convert import keymap
 from albert.convert.keymap import KeyRule
@@ -477,6 +477,7 @@ def convert_tf_checkpoint(
         ConversionError, CheckpointFormatError, ConfigError: as for `load_tf_checkpoint`.
     """
     output = Path(output)
+    recover_dir(output)  # an earlier write killed between its renames: what is there, before the check
     if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
         raise FileExistsError(
             f"{output}: the output exists and is not an empty directory (pass --overwrite to replace it)"

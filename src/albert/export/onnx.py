@@ -141,6 +141,10 @@ def initializer_stats(path: str | Path, model: nn.Module) -> dict[str, Any]:
     }
 
 
+class OnnxFileError(ValueError):
+    """An ONNX file that ONNX Runtime cannot load (truncated, garbage); the message names the file."""
+
+
 def load_session(path: str | Path, threads: int | None = None) -> Any:
     """An ONNX Runtime CPU session (all graph optimizations); ``threads``: intra-op threads (None: ORT's
     default, one per physical core)."""
@@ -152,7 +156,13 @@ def load_session(path: str | Path, threads: int | None = None) -> Any:
         options.intra_op_num_threads = int(threads)
         options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001 - ORT's errors (InvalidProtobuf, Fail, ...) derive from Exception only
+        reason = " ".join(str(e).split())[:300] or type(e).__name__
+        raise OnnxFileError(
+            f"{path}: not a loadable ONNX model ({reason}); export it again with `albert export onnx`"
+        ) from None
 
 
 def run_session(session: Any, batch: Mapping[str, Any]) -> dict[str, np.ndarray]:

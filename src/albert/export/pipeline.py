@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from albert._io import atomic_write_dir, atomic_write_json
+from albert._io import atomic_write_dir, atomic_write_json, recover_dir
 from albert.export import onnx as X
 from albert.export.quantize import quantize_onnx_int8, weight_matmul_coverage
 
@@ -39,7 +39,9 @@ class ExportError(ValueError):
 
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
-    """An output directory may be new, empty, or replaced with ``overwrite``."""
+    """An output directory may be new, empty, or replaced with ``overwrite`` (an earlier write killed
+    between its renames is finished first: `albert._io.recover_dir`)."""
+    recover_dir(out)
     if out.exists() and not out.is_dir():
         raise ExportError(f"{out}: exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not overwrite:
@@ -52,6 +54,7 @@ def resolve_source(path: str | Path, checkpoint: str = "best") -> Path:
     from albert.tasks.rundir import resolve_model_dir
 
     p = Path(path)
+    recover_dir(p)
     if not p.exists():
         raise ExportError(f"{p}: no such directory")
     if not p.is_dir():

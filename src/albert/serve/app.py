@@ -13,10 +13,11 @@ Endpoints:
 Inputs of concurrent requests are batched together (`albert.serve.batcher.MicroBatcher`: up to
 ``max_batch`` inputs, waiting at most ``max_wait_ms`` for them); the model runs in a worker thread.
 Limits answer with a 4xx that says which limit: 413 for a body over ``max_body_bytes``, more than
-``max_inputs`` inputs or a text over ``max_text_chars`` characters; 400 for a body that is not JSON;
-422 for JSON of the wrong shape; 503 when more than ``max_pending`` inputs wait. On SIGTERM / SIGINT
-uvicorn stops accepting connections and finishes the requests in flight (up to ``shutdown_timeout_s``)
-before the batcher drains and the process exits.
+``max_inputs`` inputs or a text over ``max_text_chars`` characters; 408 for a body that takes longer
+than ``body_timeout_s`` to arrive; 400 for a body that is not JSON; 422 for JSON of the wrong shape; 503
+when more than ``max_pending`` inputs wait. On SIGTERM / SIGINT uvicorn stops accepting connections and
+the requests in flight are computed for up to ``shutdown_timeout_s``; inputs still waiting then are
+answered 503 (shutting down), and the process exits (`run_server`).
 
 FastAPI, pydantic and uvicorn (the ``serve`` extra) are imported when the app is built.
 """
@@ -92,12 +93,14 @@ def request_records(body: dict[str, Any], predictor: Predictor, config: ServeCon
 
 class BodyLimit:
     """ASGI middleware: answers 413 (JSON, saying the limit) to a request body over ``limit`` bytes, from
-    its Content-Length, or while a chunked body streams in (as an HTTPException, which FastAPI's body
-    parsing passes through to its handler)."""
+    its Content-Length, or while a chunked body streams in, and 408 to a body that has not arrived within
+    ``timeout_s`` (a client trickling its upload would hold the connection forever); both as an
+    HTTPException, which FastAPI's body parsing passes through to its handler."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, timeout_s: float = float("inf")) -> None:
         self.app = app
         self.limit = limit
+        self.timeout_s = timeout_s
 
     def _message(self, size: int) -> str:
         return f"the request body has {size}+ bytes, more than the limit of {self.limit} (max_body_bytes)"
@@ -106,22 +109,35 @@ class BodyLimit:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        import asyncio
+
         from starlette.exceptions import HTTPException
         from starlette.responses import JSONResponse
 
         length = dict(scope.get("headers") or []).get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.limit:
+        if self.limit and length.isdigit() and int(length) > self.limit:
             response = JSONResponse({"detail": self._message(int(length))}, status_code=413)
             await response(scope, receive, send)
             return
         received = 0
+        complete = False
+        deadline = asyncio.get_running_loop().time() + self.timeout_s
 
         async def limited_receive() -> dict[str, Any]:
-            nonlocal received
-            message: dict[str, Any] = await receive()
+            nonlocal received, complete
+            if complete:  # after the body: waiting for a disconnect is not the upload's time
+                return dict(await receive())
+            try:
+                remaining = max(0.0, deadline - asyncio.get_running_loop().time())
+                message: dict[str, Any] = await asyncio.wait_for(receive(), remaining)
+            except asyncio.TimeoutError:
+                raise HTTPException(
+                    408, f"the request body did not arrive within {self.timeout_s:g} s (body_timeout_s)"
+                ) from None
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
+                complete = not message.get("more_body", False)
+                if self.limit and received > self.limit:
                     raise HTTPException(413, self._message(received))
             return message
 
@@ -199,20 +215,51 @@ def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
         """The model, its task and labels, the backend, batching and the request limits."""
         return {**predictor.describe(), "serve": asdict(config)}
 
-    if config.max_body_bytes:
-        app.add_middleware(BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=config.max_body_bytes, timeout_s=config.body_timeout_s)
+    app.state.batcher = batcher
     return app
 
 
 def run_server(predictor: Predictor, config: ServeConfig) -> None:
-    """Serve until SIGTERM / SIGINT (uvicorn, one process; the model runs in a worker thread)."""
+    """Serve until SIGTERM / SIGINT (uvicorn, one process; the model runs in a worker thread).
+
+    The shutdown is bounded: at the signal the batcher stops taking inputs, and ``shutdown_timeout_s``
+    later fails those still queued (503, `MicroBatcher.expire_after`); uvicorn waits that long plus
+    `SHUTDOWN_GRACE_S` (the batch running at the deadline, the 503s sent) before it cancels what is left.
+    Before, uvicorn cancelled the waiting requests (500 and a traceback each) and the lifespan's drain then
+    computed them all anyway, long after the timeout.
+    """
+    import asyncio
+
     import uvicorn
 
-    uvicorn.run(
-        create_app(predictor, config),
-        host=config.host,
-        port=config.port,
-        log_level="info",
-        access_log=False,
-        timeout_graceful_shutdown=max(1, round(config.shutdown_timeout_s)),
+    app = create_app(predictor, config)
+    batcher = app.state.batcher
+    loop: list[asyncio.AbstractEventLoop] = []
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            if not self.should_exit and loop:  # the first signal starts the clock
+                loop[0].call_soon_threadsafe(batcher.expire_after, config.shutdown_timeout_s)
+            super().handle_exit(sig, frame)
+
+        async def startup(self, sockets: Any = None) -> None:
+            loop.append(asyncio.get_running_loop())
+            await super().startup(sockets)
+
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=config.host,
+            port=config.port,
+            log_level="info",
+            access_log=False,
+            timeout_graceful_shutdown=config.shutdown_timeout_s + SHUTDOWN_GRACE_S,  # type: ignore[arg-type]
+        )
     )
+    server.run()
+
+
+SHUTDOWN_GRACE_S = 2.0
+"""After ``shutdown_timeout_s``, how long uvicorn still waits: the batch running at the deadline finishes
+and the 503 answers of the expired inputs go out."""

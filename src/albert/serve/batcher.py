@@ -6,7 +6,10 @@ early at ``max_batch``, and runs the batch function in a worker thread (the even
 requests meanwhile). A request's inputs may span several batches; its results come back in its order.
 
 A batch whose function raises is retried input by input, so one bad input fails only its own request.
-`MicroBatcher.close` stops taking new inputs and finishes every queued one (graceful shutdown).
+`MicroBatcher.close` stops taking new inputs and finishes every queued one (graceful shutdown);
+`MicroBatcher.expire_after` bounds that: inputs not started by the deadline fail with `BatcherClosed`
+(their requests get a clear 503 instead of being computed after the server stopped listening). Inputs of
+a request that went away (client gone, task cancelled) are dropped, not computed.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class MicroBatcher(Generic[T, R]):
         self._pending = 0
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="albert-batch")
         self._worker: asyncio.Task[None] | None = None
+        self._expiry: asyncio.TimerHandle | None = None
         self.batches = 0
         """Batches run so far."""
 
@@ -71,7 +75,32 @@ class MicroBatcher(Generic[T, R]):
         self._queue.extend(zip(items, futures))
         self._pending += len(futures)
         self._arrived.set()
-        return list(await asyncio.gather(*futures))
+        # every input's outcome retrieved (else asyncio logs each further failure as never retrieved)
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        return list(results)  # type: ignore[arg-type]  # no exceptions left: all R
+
+    def expire_after(self, seconds: float) -> None:
+        """Stop taking new inputs now, and in ``seconds`` fail every input still queued (the batch running
+        then finishes). Call inside the event loop; a second call keeps the first deadline."""
+        self._closing = True
+        self._arrived.set()
+        if self._expiry is None:
+            self._expiry = asyncio.get_running_loop().call_later(seconds, self.expire, seconds)
+
+    def expire(self, seconds: float = 0.0) -> None:
+        """Fail every queued input with `BatcherClosed` now (see `expire_after`)."""
+        self._closing = True
+        reason = (
+            f"the server is shutting down and this request was not computed within shutdown_timeout_s "
+            f"({seconds:g} s); send it again to another server"
+        )
+        while self._queue:
+            _, future = self._queue.popleft()
+            self._resolve(future, error=BatcherClosed(reason))
+        self._arrived.set()
 
     async def close(self) -> None:
         """Refuse new inputs, finish the queued ones, stop the worker and its thread."""
@@ -99,8 +128,15 @@ class MicroBatcher(Generic[T, R]):
                     await asyncio.wait_for(self._arrived.wait(), remaining)
                 except asyncio.TimeoutError:
                     break
-            batch = [self._queue.popleft() for _ in range(min(self.max_batch, len(self._queue)))]
-            await self._process(batch)
+            batch: list[tuple[T, asyncio.Future[R]]] = []
+            while self._queue and len(batch) < self.max_batch:
+                item = self._queue.popleft()
+                if item[1].done():  # its request went away: nothing to compute it for
+                    self._pending -= 1
+                else:
+                    batch.append(item)
+            if batch:
+                await self._process(batch)
 
     async def _process(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         loop = asyncio.get_running_loop()

@@ -27,4 +27,23 @@ class ServeConfig:
     max_pending: int = 4096
     """Most inputs waiting for the model; a request that would exceed it gets 503."""
     shutdown_timeout_s: float = 30.0
-    """On SIGTERM, how long requests in flight may take to finish."""
+    """On SIGTERM, how long requests in flight may take to finish; inputs not computed by then are answered
+    503 (shutting down) and the process exits."""
+    body_timeout_s: float = 30.0
+    """How long a request body may take to arrive (408 after it): a client that trickles its upload would
+    otherwise hold a connection forever."""
+
+    def __post_init__(self) -> None:
+        """Checked here, once, so that a bad value is one line before the model loads (a port out of
+        range used to be an OverflowError traceback from the socket once the server started)."""
+        if not 0 <= self.port <= 65535:
+            raise ValueError(f"--port {self.port}: must be between 0 and 65535")
+        for name in ("max_batch", "max_inputs", "max_text_chars", "max_pending"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.max_body_bytes < 0:  # 0: no limit
+            raise ValueError(f"--max-body-bytes {self.max_body_bytes}: must be >= 0 (0: no limit)")
+        for name in ("max_wait_ms", "shutdown_timeout_s", "body_timeout_s"):
+            value = getattr(self, name)
+            if not 0 <= value < float("inf"):  # NaN fails too
+                raise ValueError(f"--{name.replace('_', '-')} {value}: must be a finite number >= 0")

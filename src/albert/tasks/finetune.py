@@ -23,6 +23,7 @@ checkpoint evaluated again), not a second copy of its rule.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert._io import atomic_write_text
+from albert._io import atomic_write_text, lock_dir, output_path
 from albert.tasks.base import (
     EvalResult,
     Example,
@@ -46,7 +47,7 @@ from albert.tasks.base import (
 from albert.tasks.collate import Feature, LengthGroupedBatches
 from albert.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config, tokenizer_record
 from albert.tasks.resume import RUN_KEY, check_resume, run_identity
-from albert.tasks.rundir import REPORT_FILE, check_output_dir, replacing, write_task_info
+from albert.tasks.rundir import REPORT_FILE, check_output_dir, replacing, report_dir, write_task_info
 
 logger = logging.getLogger(__name__)
 
@@ -102,17 +103,56 @@ def finetune(
 
     Raises (before anything is read): `FinetuneConfigError` for a ``cfg`` that does not fit ``init``
     (`FinetuneConfig.validate`); `RunDirError` for a non-empty ``output_dir`` without ``resume`` (continue
-    its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`).
+    its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`);
+    `albert._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
+    stopped before its first checkpoint starts it over (`rundir.check_output_dir`).
     """
+    from albert.train.distributed import init_distributed
+
+    out = output_path(output_dir)  # a symlinked --output: its target is the run directory
+    start_over = check_output_dir(out, resume=resume, overwrite=overwrite, init=init)
+    cfg.validate(read_model_config(init))
+    dist = init_distributed(cfg.device)
+    # One run at a time in a directory: the lock, then the check again under it (another run may have
+    # started in between). The kernel releases it however this process ends.
+    with lock_dir(out) if dist.is_main else contextlib.nullcontext(out):
+        if dist.is_main and check_output_dir(out, resume=resume, overwrite=overwrite, init=init):
+            logger.warning(
+                "--resume: %s holds no checkpoint yet (the run was stopped before its first one): "
+                "starting it over", out,
+            )  # fmt: skip
+        return _finetune(
+            task, init, out, cfg, dist,
+            train_limit=train_limit, predict_test=predict_test, resume=resume and not start_over,
+            max_time_s=max_time_s, progress_bar=progress_bar, random_init=random_init,
+            overwrite=overwrite or start_over, save_every=save_every, save_every_s=save_every_s,
+        )  # fmt: skip
+
+
+def _finetune(
+    task: Task,
+    init: str | Path,
+    out: Path,
+    cfg: FinetuneConfig,
+    dist: Any,
+    *,
+    train_limit: int | None,
+    predict_test: bool,
+    resume: bool,
+    max_time_s: float | None,
+    progress_bar: bool,
+    random_init: bool,
+    overwrite: bool,
+    save_every: int | None,
+    save_every_s: float | None,
+) -> FinetuneResult:
+    """`finetune` once its output directory is checked and locked (``overwrite``: the run goes in place of
+    the directory's old content, `rundir.replacing`)."""
     import torch
 
     from albert.tokenizer import load_tokenizer
-    from albert.train.distributed import barrier, init_distributed
+    from albert.train.distributed import barrier
 
-    out = Path(output_dir)
-    check_output_dir(out, resume=resume, overwrite=overwrite, init=init)
-    cfg.validate(read_model_config(init))
-    dist = init_distributed(cfg.device)
     torch.manual_seed(cfg.seed)
     tokenizer = load_model_tokenizer(init)
     train_examples, train_features, dev_sets = _featurize_splits(task, tokenizer, cfg, train_limit)
@@ -186,7 +226,7 @@ def _conclude(
     predictions and report.json."""
     history = [{k.removeprefix("eval_"): v for k, v in r.items()} for r in result.eval_history]
     best, last = _checkpoints(
-        result, history, f"score on {dev.main_split} (mean of {', '.join(task.metric_names)})"
+        result, out, history, f"score on {dev.main_split} (mean of {', '.join(task.metric_names)})"
     )
     report_path = out / REPORT_FILE
     if is_main:
@@ -206,15 +246,16 @@ def _conclude(
 
 
 def _checkpoints(
-    result: Any, history: list[dict[str, Any]], selected_by: str
+    result: Any, out: Path, history: list[dict[str, Any]], selected_by: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The report's ``best`` and ``last`` entries: directory, step and dev metrics, as the trainer's
-    `TrainResult` names them (its best step, best and last checkpoints)."""
+    """The report's ``best`` and ``last`` entries: directory (relative to the run directory ``out``,
+    `rundir.report_dir`), step and dev metrics, as the trainer's `TrainResult` names them (its best step,
+    best and last checkpoints)."""
     last: dict[str, Any] = {
-        "dir": result.last_checkpoint,
+        "dir": report_dir(out, result.last_checkpoint),
         **(history[-1] if history else {"step": result.steps}),
     }
-    best: dict[str, Any] = {"dir": result.best_checkpoint, "selected_by": selected_by}
+    best: dict[str, Any] = {"dir": report_dir(out, result.best_checkpoint), "selected_by": selected_by}
     best.update(next((h for h in history if h.get("step") == result.best_step), {"step": result.best_step}))
     return best, last
 

@@ -24,7 +24,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert._io import TMP_PREFIX, NotTextError, atomic_write_json, fsync_dir, read_utf8
+from albert._io import (
+    LOCK_FILE,
+    TMP_PREFIX,
+    NotTextError,
+    atomic_write_json,
+    fsync_dir,
+    read_utf8,
+    recover_dir,
+    recover_dirs_in,
+)
 from albert.tasks.base import FinetuneConfig, ModelDirError, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
@@ -93,21 +102,50 @@ def _read_json_object(path: Path) -> dict[str, Any]:
     return value
 
 
+def report_dir(run_dir: str | Path, directory: str | Path | None) -> str | None:
+    """How report.json records ``directory`` (a checkpoint of the run in ``run_dir``): relative to the run
+    directory, so that the report means the same from any working directory and after the run is moved.
+    A directory outside the run stays absolute."""
+    if directory is None:
+        return None
+    run, d = Path(run_dir).absolute(), Path(directory).absolute()
+    return d.relative_to(run).as_posix() if d.is_relative_to(run) else str(d)
+
+
+def recorded_dir(run_dir: str | Path, recorded: str) -> Path | None:
+    """The checkpoint directory that a run directory's report.json records as ``recorded``, or None.
+
+    The one resolver for a report's paths. A relative path is relative to the run directory that holds
+    the report, never to the working directory (reports before 0.2 stored ``--output``'s own relative
+    spelling, e.g. ``ft1/checkpoints/best``: tried against the cwd, that loaded another run's model with
+    exit 0). Then the run directory's own ``checkpoints/NAME``, which also covers a moved run; an absolute
+    path is used only when it lies inside the run directory, since after a copy it may name another run.
+    """
+    run = Path(run_dir)
+    path = Path(recorded)
+    candidates = [] if path.is_absolute() else [run / path]
+    candidates.append(run / "checkpoints" / path.name)
+    if path.is_absolute() and path.resolve().is_relative_to(run.resolve()):
+        candidates.append(path)
+    return next((c for c in candidates if (c / "config.json").is_file()), None)
+
+
 def resolve_model_dir(path: str | Path, checkpoint: str = "best") -> Path:
     """A model directory is returned as is; a fine-tuning run directory resolves to its ``best`` or
-    ``last`` checkpoint (as recorded in its report.json)."""
+    ``last`` checkpoint (as recorded in its report.json, read with `recorded_dir`)."""
     p = Path(path)
+    recover_dir(p)  # a model directory whose replacement was killed between its two renames
+    recover_dirs_in(p / "checkpoints")
     if (p / "config.json").is_file():
         return p
     if checkpoint not in ("best", "last"):
         raise ValueError(f"checkpoint must be 'best' or 'last', got {checkpoint!r}")
     report = p / REPORT_FILE
     if report.is_file():
-        d = _report_dir(report, checkpoint)
-        if d and (Path(d) / "config.json").is_file():
-            return Path(d)
-        if d and (p / "checkpoints" / Path(d).name / "config.json").is_file():  # run dir moved
-            return p / "checkpoints" / Path(d).name
+        d = _report_dir(report, checkpoint)  # a malformed report.json: one line naming it
+        found = recorded_dir(p, d) if d else None
+        if found is not None:
+            return found
     if checkpoint == "best" and (p / "checkpoints" / "best" / "config.json").is_file():
         return p / "checkpoints" / "best"
     raise ModelDirError(
@@ -150,7 +188,7 @@ def task_from_info(info: Mapping[str, Any], source: str | Path = TASK_FILE) -> T
 def trained_max_seq_length(info: Mapping[str, Any], given: int | None = None) -> int:
     """The sequence length to featurize with: ``given`` (a command-line flag), else the one the model was
     fine-tuned with (task.json; `albert finetune` always records it), else `FinetuneConfig`'s default."""
-    if given:
+    if given is not None:  # 0 too: refused by the caller's range check, never silently replaced
         return int(given)
     return int(info.get("max_seq_length", FinetuneConfig.max_seq_length))
 
@@ -203,14 +241,37 @@ def load_finetuned(
 
 # ---------------------------------------------------------------------------------------------------------
 # Writing a run directory: never over an old run by accident, never half old and half new
+# What a fine-tuning run writes before its first checkpoint: a directory holding only these (and no
+# complete checkpoint) is a run killed before it could be resumed, which --resume starts over.
+EARLY_RUN_FILES = frozenset({"metrics.jsonl", "tb", "checkpoints", LOCK_FILE})
+
+
+def _content(p: Path) -> list[Path]:
+    """What a run directory holds, without the lock file of a run in progress."""
+    return [e for e in p.iterdir() if e.name != LOCK_FILE] if p.is_dir() else []
+
+
+def _killed_before_first_checkpoint(p: Path) -> bool:
+    """``p`` holds only what a run writes before its first step checkpoint (`EARLY_RUN_FILES`, a hidden
+    leftover of an interrupted write, a ``best`` model: no checkpoint to resume and no report)."""
+    from albert.train.checkpoint import list_checkpoints
+
+    names = {e.name for e in _content(p) if not e.name.startswith(TMP_PREFIX)}
+    return bool(names) and names <= EARLY_RUN_FILES and not list_checkpoints(p / "checkpoints")
+
+
 def check_output_dir(
     path: str | Path, *, resume: bool = False, overwrite: bool = False, init: str | Path | None = None
-) -> None:
+) -> bool:
     """Refuse to start a run in ``path`` when that would mix it with, or silently destroy, another.
 
     An existing non-empty directory is an error unless the run continues it (``resume``) or replaces it
     (``overwrite``, see `replacing`); ``overwrite`` refuses an ``init`` model inside ``path``, which the
-    replacement would delete.
+    replacement would delete. A run killed before its first checkpoint left nothing to continue: ``resume``
+    starts it over (the caller replaces the old content, `replacing`), where it used to refuse too.
+
+    Returns:
+        True when the run must start over in place of such a killed run.
 
     Raises:
         RunDirError: naming the directory and the flag that would allow the run.
@@ -223,10 +284,17 @@ def check_output_dir(
     inside = init is not None and Path(init).resolve().is_relative_to(p.resolve())
     if overwrite and inside and p.exists():
         raise RunDirError(f"{p}: --init {init} lies inside it, and --overwrite would delete it")
-    if not (resume or overwrite) and p.is_dir() and any(p.iterdir()):
+    if overwrite or not _content(p):
+        return False
+    if not resume:
         raise RunDirError(
             f"{p}: exists and is not empty (an earlier run?); --resume continues it, --overwrite replaces it"
         )
+    if _killed_before_first_checkpoint(p):
+        if inside:
+            raise RunDirError(f"{p}: --init {init} lies inside it, and starting the run over would delete it")
+        return True
+    return False
 
 
 @contextlib.contextmanager
@@ -240,17 +308,21 @@ def replacing(path: str | Path, enabled: bool = True) -> Iterator[Path]:
     back. A process killed outright leaves the new, partial run at ``path`` and the old one whole in the
     sibling. (Building the new run in a temporary directory and swapping at the end instead would leave
     the temporary's path in every checkpoint and report, and a killed run where ``--resume`` cannot find
-    it.)
+    it.) The lock file of this run (`albert._io.lock_dir`) moves into the new directory: a rename keeps
+    the lock held.
 
     ``enabled`` False, or no old content: the body simply writes ``path``.
     """
     p = Path(path)
-    if not enabled or not p.is_dir() or not any(p.iterdir()):
+    if not enabled or not _content(p):
         yield p
         return
     aside = p.parent / f"{TMP_PREFIX}replaced-{p.name}.{os.getpid()}"
     shutil.rmtree(aside, ignore_errors=True)  # a leftover of this same process id
     os.rename(p, aside)
+    if (aside / LOCK_FILE).exists():
+        p.mkdir()
+        os.rename(aside / LOCK_FILE, p / LOCK_FILE)
     fsync_dir(p.parent)
     logger.warning("--overwrite: the old content of %s is kept in %s until this run has finished", p, aside)
     try:

@@ -36,7 +36,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-from albert._io import atomic_write_dir, atomic_write_text
+from albert._io import atomic_write_dir, atomic_write_text, recover_dir
 from albert.tokenizer.corpus import iter_corpus_lines
 from albert.tokenizer.spiece import AlbertTokenizer, preprocess_text
 
@@ -201,7 +201,9 @@ def _write_directory(tok: AlbertTokenizer, out: Path) -> list[Path]:
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
     """Refuse to write into an existing non-empty directory (a previous vocabulary, someone's files)
-    unless ``overwrite``; a file in its place is refused either way."""
+    unless ``overwrite``; a file in its place is refused either way. An earlier write killed between its
+    renames is finished first (`albert._io.recover_dir`), so that the check sees what is there."""
+    recover_dir(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"{out}: exists and is not a directory")
     if overwrite or not out.is_dir():

@@ -37,7 +37,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from albert._io import TMP_PREFIX, atomic_write_dir
+from albert._io import TMP_PREFIX, atomic_write_dir, recover_dirs_in
 from albert.train.distributed import DistInfo, barrier, gather_objects
 from albert.train.state_files import load_state, save_state
 
@@ -157,6 +157,7 @@ def write_checkpoint(
     """
     check_finite(model, root / name, optimizer)
     root.mkdir(parents=True, exist_ok=True)
+    recover_dirs_in(root)  # a checkpoint complete beside its place (killed between the renames) goes in
     for stale in root.glob(TMP_PREFIX + "*"):  # left by a process killed mid-write
         shutil.rmtree(stale, ignore_errors=True)
 
@@ -256,6 +257,7 @@ def latest_checkpoint(path: Path) -> Path:
     if (path / STATE_FILE).exists():
         return path
     for root in (path / "checkpoints", path):
+        recover_dirs_in(root)  # a complete checkpoint left beside its place by a kill between the renames
         found = list_checkpoints(root)
         if found:
             return found[-1]

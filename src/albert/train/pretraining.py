@@ -7,6 +7,7 @@ sentence-order accuracy (pooled over tokens / sequences, as the original run_pre
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert._io import atomic_write_dir, atomic_write_json
+from albert._io import atomic_write_dir, atomic_write_json, lock_dir
 from albert.model import AlbertForPreTraining
 from albert.model.heads import IGNORE_INDEX
 from albert.train import checkpoint as ckpt_io
@@ -203,7 +204,9 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     info = init_distributed(cfg.run.device)
     rank_zero_logging(info)
     try:
-        return _run(cfg, cfg.data.data_dir, info, resume)
+        # one run at a time in a run directory (rank 0 writes it); released however the process ends
+        with lock_dir(cfg.run.run_dir) if info.is_main else contextlib.nullcontext():
+            return _run(cfg, cfg.data.data_dir, info, resume)
     finally:
         destroy_distributed()
 
