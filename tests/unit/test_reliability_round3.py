@@ -113,7 +113,7 @@ def test_a_report_of_the_old_layout_resolves_inside_its_run(tmp_path: Path, init
     finally:
         os.chdir(old)
     (run / REPORT_FILE).write_text('{"checkpoints": []}')
-    with pytest.raises(ValueError, match="not a fine-tuning report"):
+    with pytest.raises(ValueError, match="not a report of `albert finetune`"):
         resolve_model_dir(run)
 
 
