@@ -158,8 +158,9 @@ def test_a_swapped_tokenizer_is_refused_by_predict_evaluate_and_serve(
     run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from albert.serve.predictor import Predictor
+    from albert.tasks.rundir import resolve_model_dir
 
-    best = json.loads((run_dir / "report.json").read_text())["checkpoints"]["best"]["dir"]
+    best = resolve_model_dir(run_dir)  # report.json's paths are relative to the run
     model = tmp_path / "model"
     shutil.copytree(best, model)
     info = json.loads((model / "task.json").read_text())
