@@ -164,7 +164,7 @@ def test_cli_separable_set_through_a_fixed_tiny_model(
     tiny: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     model, train, dev = tiny
-    out = tmp_path / "report.json"
+    out = tmp_path / "not-yet" / "report.json"  # its folder is made (the demo's first run had none)
     r = _albert("probe", "--model", str(model), "--train", str(train), "--dev", str(dev), "--max-seq-length",
                 "16", "--compare-random-init", "2", "--output", str(out), "--json")  # fmt: skip
     assert r.returncode == 0, r.stderr
@@ -201,6 +201,7 @@ def test_cli_text_report_and_held_out_split(
         (["--dev-fraction", "1.5"], "--dev-fraction: must be in (0, 1)"),
         (["--random-init", "--compare-random-init", "2"], "choose one"),
         (["--folds", "0"], "--folds: must be at least 1"),
+        (["--output", "/"], "is a directory"),
     ],
 )
 def test_cli_bad_arguments_are_one_line(

@@ -68,6 +68,14 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--compare-random-init: must be >= 0, got {args.compare_random_init}")
     if args.random_init and args.compare_random_init:
         raise ValueError("--random-init and --compare-random-init: choose one")
+    if args.output is not None:  # its folder made (or refused) now, not after minutes of encoding
+        out = Path(args.output)
+        if out.is_dir():
+            raise ValueError(f"--output {out}: is a directory; give a file name for the JSON report")
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"--output {out}: cannot create its folder ({e.strerror or e})") from None
 
 
 def _read(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
