@@ -141,7 +141,8 @@ class DataOptions:
     masking: str | None = None
     """static | dynamic (default: what DATA_DIR was prepared with)"""
     max_seq_length: int | None = None
-    """pad to this length (default: DATA_DIR's)"""
+    """the sequence length (default, null: DATA_DIR's); another value is an error, not padding: the
+    instances were built for DATA_DIR's length, so to train longer, prepare DATA_DIR at that length"""
     masked_lm_prob: float | None = None
     """dynamic masking: the share of tokens masked (default: DATA_DIR's, the original's 0.15; Wettig et al.
     2022 found 0.3-0.4 better for short budgets)"""
@@ -376,10 +377,11 @@ SECTIONS: dict[str, type] = {
 
 # ---------------------------------------------------------------------------------------------- recipes
 def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
-    # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125, seq 512.
+    # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125. The paper's
+    # sequence length, 512, is the DATA_DIR's to fix (`albert prepare --max-seq-length 512`): a recipe that
+    # pinned it padded shards prepared at 128 to 512 without a word (issue 23).
     return {
         "model": {"preset": f"albert-{size}-v2", "overrides": model_overrides},
-        "data": {"max_seq_length": 512},
         "optim": {"name": "lamb", "lr": 0.00176},
         "schedule": {"total_steps": 125_000, "warmup_steps": 3125},
         "run": {"global_batch_size": 4096, "save_every": 5000, "keep_last": 5},
