@@ -283,6 +283,24 @@ def test_time_budget_stops_and_saves(tmp_path):
     assert ckpt_io.latest_checkpoint(tmp_path).name == ckpt_io.step_dir_name(result.steps)
 
 
+def test_time_limited_run_s_bar_counts_training_time_not_steps(tmp_path, capsys):
+    """A run that ends at its time budget showed "N/10000 steps" and an ETA of the step cap (issue 23)."""
+    from albert.train.metrics import advance_time_bar, progress_bar
+
+    model, opt, sched, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
+    result = Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream())
+    last = capsys.readouterr().err.rstrip().split("\r")[-1]
+    assert result.stop_reason == "time_limit"
+    assert last.startswith(f"step {result.steps} ") and "00:01 / 00:02 training time" in last
+    assert "10000" not in last and "it/s" not in last
+    with progress_bar(100_000, 40, time_budget_s=14 * 3600, elapsed_s=600) as bar:  # resumed at 10 min
+        advance_time_bar(bar, 41, 3600.5)
+        shown = str(bar)
+    assert (
+        shown.startswith("step 41") and "1:00:00 / 14:00:00 training time" in shown and "100000" not in shown
+    )
+
+
 def test_bf16_autocast_on_cpu():
     model, opt, sched, cfg = make(steps=2, precision="bf16")
     Trainer(model, opt, sched, cfg).fit(Stream())
