@@ -139,19 +139,15 @@ def bar_postfix(record: Mapping[str, Any]) -> dict[str, str]:
 
 @contextmanager
 def progress_bar(
-    total: int,
-    initial: int,
-    enabled: bool = True,
-    *,
-    time_budget_s: float | None = None,
-    elapsed_s: float = 0.0,
+    total: int, initial: int, enabled: bool = True, time_budget_s: float | None = None, elapsed_s: float = 0.0
 ) -> Iterator[Any]:
-    """A tqdm bar (log lines go above it, not through it), or None when not ``enabled``.
+    """A tqdm bar (log lines go above it, not through it), or None when not ``enabled``; `advance_bar`
+    moves it after each optimizer step.
 
     Without ``time_budget_s`` it counts optimizer steps to ``total``. With one, the run ends at the
     budget, not at ``total`` (a step cap that is never reached: "1000/100000 steps, 14 h remaining" for
-    a 10-minute run), so it counts whole seconds of training time from ``elapsed_s`` to the budget; the
-    trainer advances it with `advance_time_bar` and shows the step in the description.
+    a 10-minute run), so it counts whole seconds of training time from ``elapsed_s`` to the budget, with
+    the step in front.
     """
     if not enabled:
         yield None
@@ -182,10 +178,22 @@ def progress_bar(
         yield bar
 
 
-def advance_time_bar(bar: Any, step: int, training_s: float) -> None:
-    """Move a time bar (see `progress_bar`) to ``training_s`` whole seconds and name the step."""
+def advance_bar(bar: Any, step: int, training_s: float) -> None:
+    """After optimizer step ``step``: a step bar by one, a time bar (see `progress_bar`) to ``training_s``
+    whole seconds, its description naming the step."""
+    if bar.unit == "step":
+        bar.update(1)
+        return
     bar.set_description_str(f"step {step}", refresh=False)
     bar.update(max(0, min(int(training_s), bar.total) - bar.n))
+
+
+def step_of(step: int, max_steps: int, elapsed_s: float, time_budget_s: float | None) -> str:
+    """A bar-less log line's progress: ``step 40/1000``, or ``step 40 (125/600 s)`` for a time-limited
+    run, which ends at its budget, not at ``max_steps``."""
+    if time_budget_s is None:
+        return f"step {step}/{max_steps}"
+    return f"step {step} ({elapsed_s:.0f}/{time_budget_s:g} s)"
 
 
 def improves(value: float, best: float | None, mode: str = "max") -> bool:

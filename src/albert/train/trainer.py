@@ -86,12 +86,13 @@ from albert.train.metrics import (
     BestMetric,
     Meter,
     MetricsLog,
-    advance_time_bar,
+    advance_bar,
     bar_postfix,
     format_metrics,
     load_metrics,
     progress_bar,
     scalar_metrics,
+    step_of,
     train_record,
 )
 from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
@@ -263,16 +264,9 @@ class Trainer:
         stop: str | None = None
         with contextlib.ExitStack() as stack:
             stack.callback(self.metrics_log.flush)
-            show_bar = self.config.progress_bar and self.dist.is_main
-            self._bar = stack.enter_context(
-                progress_bar(
-                    self.config.max_steps,
-                    self.step,
-                    show_bar,
-                    time_budget_s=self.config.max_time_s,
-                    elapsed_s=self.elapsed_s,
-                )
-            )
+            cfg, show_bar = self.config, self.config.progress_bar and self.dist.is_main
+            bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s)
+            self._bar = stack.enter_context(bar)
             stack.enter_context(stop_on_signals(self._request_stop))
             self._t_last = self._window_start = time.perf_counter()
             self._window_tokens = 0
@@ -358,10 +352,8 @@ class Trainer:
         meter.add("grad_norm", grad_norm)
         self._last_lr = lr
         self._train_window.merge(meter)
-        if self._bar is not None and self.config.max_time_s is not None:
-            advance_time_bar(self._bar, self.step, training_s)
-        elif self._bar is not None:
-            self._bar.update(1)
+        if self._bar is not None:
+            advance_bar(self._bar, self.step, training_s)
 
     def _skip_step(self, what: str) -> None:
         self.bad_steps += 1
@@ -492,9 +484,8 @@ class Trainer:
         if self._bar is not None:
             self._bar.set_postfix(bar_postfix(record), refresh=False)
         elif self.dist.is_main:
-            budget = self.config.max_time_s  # a time-limited run ends at its budget, not at max_steps
-            of = f"/{self.config.max_steps}" if budget is None else f" ({self.elapsed_s:.0f}/{budget:g} s)"
-            logger.info("step %d%s %s", self.step, of, format_metrics(record, ("step",)))
+            of = step_of(self.step, self.config.max_steps, self.elapsed_s, self.config.max_time_s)
+            logger.info("%s %s", of, format_metrics(record, ("step",)))
         self._window_start, self._window_tokens = time.perf_counter(), 0
 
     # ------------------------------------------------------------------------------------------ signals
