@@ -460,7 +460,9 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
                   f"{args.polarity_steps} steps; the RACE-format cloze set ({args.cloze_steps} steps of batch 16, "
                   "length 128, lr 5e-5, warmup 10%). One fine-tuning seed (42); short runs, for the time of 2 cores.",
                   "", *finetune_rows(ft), ""]  # fmt: skip
-    lines += ["## Commands", "", "```", *dict.fromkeys(COMMANDS), "```", "",
+    # paths relative to the repository: the commands are for a reader's checkout, not this machine
+    commands = dict.fromkeys(c.replace(f"{REPO}/", "") for c in COMMANDS)
+    lines += ["## Commands", "", "```", *commands, "```", "",
               f"Machine: {machine()}; {args.threads} torch threads for pretraining; the 2 cores were shared "
               "with other work during the runs, so the step counts above are what this machine gave.", ""]  # fmt: skip
     DOC.write_text("\n".join(lines), encoding="utf-8")
