@@ -24,12 +24,13 @@ from typing import Any
 
 from albert.cli.options import add_dataclass_flags, given_values
 
-HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
+HELP = "fine-tune a model directory on GLUE, SQuAD, RACE or your own CSV/TSV/JSONL data"
 DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
 
   albert finetune glue --task sst2 --data-dir GLUE --init MODEL_DIR --output RUN_DIR
   albert finetune custom --train data.csv --text-column text --label-column label --init MODEL_DIR --output RUN_DIR
   albert finetune race --data-dir RACE_ROOT --init MODEL_DIR --output RUN_DIR
+  albert finetune squad --version 2.0 --train-file train-v2.0.json --dev-file dev-v2.0.json --init MODEL_DIR --output RUN_DIR
 
 The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
 checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
@@ -84,7 +85,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=(module.__doc__ or name).strip().splitlines()[0])
+        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
         p.add_argument(
             "--init", required=True, help="model directory to start from (ours, HF ALBERT, HF BERT)"
         )

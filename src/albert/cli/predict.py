@@ -65,7 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
     # the choices of albert.serve.predictor.BACKENDS, spelled out: importing it would import torch at --help
-    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="run with PyTorch (default) or ONNX Runtime",
+    )
     parser.add_argument(
         "--int8",
         action="store_true",

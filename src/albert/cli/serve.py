@@ -24,7 +24,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from albert.serve.config import ServeConfig
 
     parser.add_argument("model", metavar="MODEL_DIR", help="run directory, model directory or ONNX directory")
-    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="run with PyTorch (default) or ONNX Runtime",
+    )
     parser.add_argument(
         "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
     )

@@ -352,6 +352,10 @@ def _as_squad_example(ex: Any) -> SquadExample:
 
 
 # ----------------------------------------------------------------------------- command-line hooks
+# the one line `albert finetune --help` / `albert evaluate --help` show for this task
+CLI_HELP = "SQuAD 1.1 / 2.0 extractive question answering from the official JSON files"
+
+
 def cli_arguments(parser: Any, mode: str) -> None:
     """The SQuAD arguments of `albert finetune squad` / `albert evaluate squad`."""
     parser.add_argument(

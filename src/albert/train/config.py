@@ -113,7 +113,8 @@ class TrainerConfig:
 @dataclass
 class ModelOptions:
     preset: str = "albert-base-v2"
-    """AlbertConfig preset (albert.config.PRESETS)"""
+    """the model's size: a named configuration such as albert-base-v2 or albert-tiny (`albert params
+    --preset NAME` counts its parameters; an unknown name lists them all)"""
     overrides: dict[str, Any] = field(default_factory=dict)
     """AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1} (with init_from: dropout and
     initializer_range only)"""
