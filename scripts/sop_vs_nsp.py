@@ -142,8 +142,8 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
             elif (run / "checkpoints").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
                 albert("pretrain", "--resume", str(run), *common)
-            else:
-                run_albert(*fresh)
+            else:  # a directory without a checkpoint holds a run stopped before its first: start it over
+                run_albert(*fresh, *(["--overwrite"] if run.exists() else []))
     return runs
 
 

@@ -17,6 +17,7 @@ original run_pretraining.py. The configuration is a recipe, then a config file, 
   albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --run.micro_batch_size 64 --run.precision bf16
   albert pretrain --config run.yaml --set optim.lr=1e-3 --print-config
   albert pretrain --resume runs/smoke                      # continue exactly where it stopped
+  albert pretrain --recipe smoke --data-dir data/pretrain --run-dir runs/smoke --overwrite   # start it over
   albert pretrain --recipe demo --init data/minilm --data-dir D --tokenizer data/minilm   # from released weights
 
 --init MODEL_DIR continues pretraining an ALBERT or BERT model directory (its architecture; heads it lacks
@@ -27,7 +28,9 @@ Several nodes (run on each, NODE = 0..N-1):
   torchrun --nnodes=N --node_rank=NODE --nproc_per_node=8 --master_addr=HOST0 --master_port=29500 \\
       -m albert.cli.main pretrain --recipe albert-large --data-dir D --run-dir R
 The global batch (run.global_batch_size) is kept: micro batch x accumulation x ranks. Ctrl-C / SIGTERM write a
-checkpoint and stop; --resume continues. Recipes: {recipes}.
+checkpoint and stop; --resume continues. A RUN_DIR that is not empty (an earlier run) is refused unless
+--resume (continue it) or --overwrite (replace it; the old run is kept aside until the new one has
+finished, and put back if it fails). Recipes: {recipes}.
 """
 
 ALIASES = {
@@ -56,6 +59,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="RUN_DIR",
         help="continue from the newest checkpoint (of RUN_DIR, whose run_config.json is then the base)",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the run in a non-empty run directory (kept until the new run has finished; without "
+        "this flag or --resume, a non-empty run directory is an error)",
     )
     for flag, target in ALIASES.items():
         p.add_argument(flag, dest=f"alias:{target}", default=None, metavar="VALUE", help=f"= --{target}")
@@ -112,10 +121,17 @@ def run(args: argparse.Namespace) -> int:
         print(to_yaml(cfg), end="")
         return 0
 
+    from albert.tasks.rundir import check_output_dir, replacing
     from albert.train.pretraining import pretrain
 
-    result = pretrain(cfg, resume=bool(args.resume))
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
+    # a fresh run in an earlier run's directory appended to its metrics.jsonl and mixed the checkpoints
+    check_output_dir(
+        cfg.run.run_dir, resume=bool(args.resume), overwrite=args.overwrite, init=cfg.model.init_from
+    )
+    # one process moves the old run aside: every rank runs this command under torchrun
+    with replacing(cfg.run.run_dir, enabled=args.overwrite and main_rank):
+        result = pretrain(cfg, resume=bool(args.resume))
     if main_rank:
         summary = {k: v for k, v in result.to_dict().items() if k != "eval_history"}
         print(json.dumps(summary, indent=2))
