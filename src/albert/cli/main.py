@@ -16,6 +16,8 @@ import logging
 import sys
 import traceback
 
+from albert.cli.options import mark_deprecated
+
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
     # corpus -> vocab -> shards -> model dir
@@ -64,6 +66,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         if name == command:
             module.add_arguments(p)
+            mark_deprecated(p)  # old spellings of the convention's flags (docs/cli.md) print one line
         p.set_defaults(_run=module.run)
     return parser
 

@@ -67,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument("tokenizer", metavar="DIR", help="tokenizer directory or vocabulary file")
     e.add_argument("text", help="the text to encode")
     e.add_argument("text_pair", nargs="?", help="a second text: encoded as the pair [CLS] a [SEP] b [SEP]")
-    e.add_argument("--max-length", type=int, default=None, help="truncate to this many tokens")
+    e.add_argument(
+        "--max-seq-length", "--max-length", dest="max_length", type=int, help="truncate to this many tokens"
+    )
     e.set_defaults(_tokenizer_run=_run_encode)
 
 
