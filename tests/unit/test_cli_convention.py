@@ -31,7 +31,7 @@ CONCEPTS: dict[str, tuple[str, set[str], list[str]]] = {
              ["tokenizer train", "prepare", "pretrain", *FINETUNE, "probe", "data cues"]),
     "time budget": ("--max-time-minutes", {"--max-time", "--time-limit", "--max-minutes"}, ["pretrain", *FINETUNE]),
     "device": ("--device", {"--gpu", "--cuda", "--no-cuda"}, ["pretrain", *FINETUNE, *EVALUATE, "predict", "serve"]),
-    "progress": ("--progress", {"--quiet-progress", "--progress-bar"}, ["pretrain", *FINETUNE]),
+    "progress": ("--progress", {"--quiet", "--progress-bar"}, ["tokenizer train", "pretrain", *FINETUNE]),
     "json output": ("--json", {"--as-json", "--print-json"},
                     ["params", "data stats", "data cues", "convert tf", "probe", "export onnx",
                      "export sentence-transformers"]),

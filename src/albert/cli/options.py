@@ -110,6 +110,7 @@ OLD_SPELLINGS: dict[str, str] = {
     "--dev-file": "--dev",
     "--test-file": "--test",
     "--max-length": "--max-seq-length",
+    "--quiet": "--no-progress",  # tokenizer train
 }
 
 
@@ -128,7 +129,8 @@ def mark_deprecated(parser: argparse.ArgumentParser) -> None:
 def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
     """Mark the option strings ``old`` of ``action`` as deprecated spellings of its first one: using one
     prints ``albert: --old is deprecated; use --new`` on stderr, once per parse, and still works."""
-    canonical = next(s for s in action.option_strings if s not in old)
+    # the first other spelling of the action, or (an action of the old spelling alone) the table's
+    canonical = next((s for s in action.option_strings if s not in old), OLD_SPELLINGS.get(old[0], "?"))
     base = type(action)
 
     class Deprecated(base):  # type: ignore[valid-type,misc]  # the action's own class, plus the warning

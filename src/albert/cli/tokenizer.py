@@ -59,7 +59,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--seed", type=int, default=12345, help="random seed (default: 12345)")
     t.add_argument("--threads", type=int, default=1, help="training threads (default: 1, reproducible)")
-    t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress output (default: on)",
+    )
+    t.add_argument("--quiet", dest="progress", action="store_false", help=argparse.SUPPRESS)  # old spelling
     t.add_argument("--sentencepiece-log", action="store_true", help="show SentencePiece's own training log")
     t.set_defaults(_tokenizer_run=_run_train)
 
@@ -98,7 +104,7 @@ def _run_train(args: argparse.Namespace) -> int:
         user_defined_symbols=symbols,
         seed=args.seed,
         num_threads=args.threads,
-        progress=None if args.quiet else progress,
+        progress=progress if args.progress else None,
         sentencepiece_log=args.sentencepiece_log,
         overwrite=args.overwrite,
     )
