@@ -16,7 +16,7 @@ import logging
 import sys
 import traceback
 
-from albert.cli.options import mark_deprecated
+from albert.cli.options import DEPRECATIONS, mark_deprecated
 
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    for note in getattr(args, DEPRECATIONS, None) or []:  # old spellings (docs/cli.md), one line each
+        logging.getLogger("albert.cli").warning(note)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
+import logging
 from typing import Any
 
 from albert._fields import FieldError, coerce, field_docs, field_types, parse_value, split_optional
+
+logger = logging.getLogger("albert.cli")
 
 
 def _flag(prefix: str, name: str, style: str) -> str:
@@ -100,7 +102,8 @@ def given_values(args: argparse.Namespace, cls: type, *, prefix: str = "") -> di
 
 # ------------------------------------------------------------------------------------ the CLI convention
 # docs/cli.md: one spelling per concept in every command. An old spelling stays for one release as a second
-# option string of the same action (so `required` and defaults hold whichever is given) and prints one line.
+# option string of the same action (so `required` and defaults hold whichever is given) and logs one warning
+# (`albert.cli.main` logs those noted while parsing, once logging is set up).
 
 # old spelling -> the convention's; `albert.cli.main` marks every parser's old spellings with `deprecate`
 OLD_SPELLINGS: dict[str, str] = {
@@ -126,9 +129,12 @@ def mark_deprecated(parser: argparse.ArgumentParser) -> None:
             deprecate(action, *old)
 
 
+DEPRECATIONS = "_deprecations"  # the namespace attribute listing the old spellings a command line used
+
+
 def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
-    """Mark the option strings ``old`` of ``action`` as deprecated spellings of its first one: using one
-    prints ``albert: --old is deprecated; use --new`` on stderr, once per parse, and still works."""
+    """Mark the option strings ``old`` of ``action`` as deprecated spellings of another: using one still
+    works and notes ``--old is deprecated; use --new`` in the namespace for `albert.cli.main` to log."""
     # the first other spelling of the action, or (an action of the old spelling alone) the table's
     canonical = next((s for s in action.option_strings if s not in old), OLD_SPELLINGS.get(old[0], "?"))
     base = type(action)
@@ -138,7 +144,8 @@ def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
             self, parser: Any, namespace: Any, values: Any, option_string: str | None = None
         ) -> None:
             if option_string in old:
-                print(f"albert: {option_string} is deprecated; use {canonical}", file=sys.stderr)
+                notes = getattr(namespace, DEPRECATIONS, None) or []
+                setattr(namespace, DEPRECATIONS, [*notes, f"{option_string} is deprecated; use {canonical}"])
             super().__call__(parser, namespace, values, option_string)
 
     Deprecated.__name__ = base.__name__
@@ -148,8 +155,8 @@ def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
 
 
 def warn_deprecated(old: str, new: str) -> None:
-    """The deprecation line for a spelling that `deprecate` cannot carry (a positional, another unit)."""
-    print(f"albert: {old} is deprecated; use {new}", file=sys.stderr)
+    """The deprecation warning for a spelling that `deprecate` cannot carry (a positional, another unit)."""
+    logger.warning("%s is deprecated; use %s", old, new)
 
 
 def add_model_flag(parser: argparse.ArgumentParser, help_text: str, *, positional: bool = False) -> None:
