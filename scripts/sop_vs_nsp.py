@@ -132,8 +132,8 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
                       "--set", "run.progress_bar=false"]  # fmt: skip
             # no evaluation during training (each costs a minute of these shared cores); the curves are
             # the training accuracies, logged every 5 steps, and the held-out figures come from evaluate()
-            fresh = ["pretrain", "--recipe", "demo", "--init", str(MINILM), "--data-dir", str(dirs[(task, "train")]),
-                     "--tokenizer", str(MINILM), "--run-dir", str(run), "--set", f"optim.lr={LR}",
+            fresh = ["pretrain", "--recipe", "demo", "--model", str(MINILM), "--data-dir", str(dirs[(task, "train")]),
+                     "--tokenizer", str(MINILM), "--output", str(run), "--set", f"optim.lr={LR}",
                      "--set", f"optim.head_lr_scale={args.head_lr_scale:g}", "--set", f"run.seed={seed}", "--set", "run.log_every=5", "--set", "run.save_every=50", *common]  # fmt: skip
             if (run / "result.json").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
@@ -142,8 +142,8 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
             elif (run / "checkpoints").exists():
                 COMMANDS.append(shlex.join(("albert", *fresh)))
                 albert("pretrain", "--resume", str(run), *common)
-            else:
-                run_albert(*fresh)
+            else:  # a directory without a checkpoint holds a run stopped before its first: start it over
+                run_albert(*fresh, *(["--overwrite"] if run.exists() else []))
     return runs
 
 
@@ -215,7 +215,7 @@ def finetune(work: Path, runs: dict[str, Path], args: argparse.Namespace) -> dic
         inits.append(("minilm (no continued pretraining)", MINILM))
     limit = ["--train-limit", str(args.finetune_train_limit)] if args.finetune_train_limit else []
     if args.finetune_max_time:
-        limit += ["--max-time", str(args.finetune_max_time)]
+        limit += ["--max-time-minutes", f"{args.finetune_max_time / 60:g}"]
     results: dict[str, dict] = {}
     # task outermost: the polarity comparison is complete before the cloze runs start
     for task in ("polarity", "cloze"):
@@ -231,7 +231,7 @@ def finetune(work: Path, runs: dict[str, Path], args: argparse.Namespace) -> dic
                 cmd = ["finetune", "race", "--data-dir", str(cloze), "--max-seq-length", "128", "--batch-size",
                        "16", "--train-steps", str(args.cloze_steps), "--learning-rate", "5e-5", "--warmup-steps",
                        str(max(1, args.cloze_steps // 10)), "--seed", "42", "--no-test"]  # fmt: skip
-            cmd += [*limit, "--init", str(init), "--output", str(out), "--no-progress"]
+            cmd += [*limit, "--model", str(init), "--output", str(out), "--no-progress"]
             if (out / "report.json").exists():
                 COMMANDS.append(shlex.join(("albert", *cmd)))
             elif args.report_only:
@@ -460,7 +460,9 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
                   f"{args.polarity_steps} steps; the RACE-format cloze set ({args.cloze_steps} steps of batch 16, "
                   "length 128, lr 5e-5, warmup 10%). One fine-tuning seed (42); short runs, for the time of 2 cores.",
                   "", *finetune_rows(ft), ""]  # fmt: skip
-    lines += ["## Commands", "", "```", *dict.fromkeys(COMMANDS), "```", "",
+    # paths relative to the repository: the commands are for a reader's checkout, not this machine
+    commands = dict.fromkeys(c.replace(f"{REPO}/", "") for c in COMMANDS)
+    lines += ["## Commands", "", "```", *commands, "```", "",
               f"Machine: {machine()}; {args.threads} torch threads for pretraining; the 2 cores were shared "
               "with other work during the runs, so the step counts above are what this machine gave.", ""]  # fmt: skip
     DOC.write_text("\n".join(lines), encoding="utf-8")

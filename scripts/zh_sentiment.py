@@ -64,7 +64,7 @@ def pretrained_model(work: Path, args: argparse.Namespace) -> Path:
         COMMANDS.append(shlex.join(("albert", *prep)))
     else:
         run_albert(*prep)
-    pre = ("pretrain", "--recipe", "demo-zh", "--data-dir", str(data), "--tokenizer", str(VOCAB), "--run-dir",
+    pre = ("pretrain", "--recipe", "demo-zh", "--data-dir", str(data), "--tokenizer", str(VOCAB), "--output",
            str(run), "--set", f"run.max_time_minutes={args.minutes:g}", "--set", "run.eval_every=null",
            "--set", "run.progress_bar=false")  # fmt: skip
     if (run / "model" / "config.json").exists():
@@ -72,8 +72,8 @@ def pretrained_model(work: Path, args: argparse.Namespace) -> Path:
     elif (run / "checkpoints").exists():
         COMMANDS.append(shlex.join(("albert", *pre)))
         albert("pretrain", "--resume", str(run))
-    else:
-        run_albert(*pre)
+    else:  # a directory without a checkpoint holds a run stopped before its first: start it over
+        run_albert(*pre, *(["--overwrite"] if run.exists() else []))
     return run / "model"
 
 
@@ -83,7 +83,7 @@ def finetune(work: Path, model: Path, args: argparse.Namespace) -> list[dict]:
     for lr in args.lrs:
         for init in ("pretrained", "random"):
             out = work / "finetune" / f"{init}-lr{lr:g}"
-            cmd = ("finetune", "custom", "--train", str(TRAIN), "--dev", str(DEV), "--init", str(model),
+            cmd = ("finetune", "custom", "--train", str(TRAIN), "--dev", str(DEV), "--model", str(model),
                    "--output", str(out), "--train-limit", str(args.train_limit), "--epochs", "2",
                    "--max-seq-length", "128", "--batch-size", "32", "--learning-rate", f"{lr:g}",
                    "--seed", str(args.seed), "--eval-every", "100", "--no-progress",

@@ -37,8 +37,8 @@ ALLOWED_UPWARD = {
 }
 
 
-def _module_name(path: Path) -> str:
-    rel = path.relative_to(SRC.parent).with_suffix("")
+def _module_name(path: Path, root: Path = SRC) -> str:
+    rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -55,11 +55,34 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return inside
 
 
-def _imports(path: Path, *, type_checking: bool = True) -> set[str]:
+def _is_module(dotted: str, root: Path) -> bool:
+    """Whether ``dotted`` (``albert.model.heads``, ``albert.cli``) is a module or a package under ``root``."""
+    path = root.parent / dotted.replace(".", "/")
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _exports(root: Path) -> dict[str, str]:
+    """``albert/__init__.py``'s lazy re-exports, ``{name: defining module}`` (its ``_EXPORTS`` literal):
+    ``from albert import AlbertConfig`` depends on ``albert.config``, not on the package."""
+    init = root / "__init__.py"
+    if not init.is_file():
+        return {}
+    for node in ast.walk(ast.parse(init.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "_EXPORTS" for t in targets) and node.value:
+                return dict(ast.literal_eval(node.value))
+    return {}
+
+
+def _imports(path: Path, *, type_checking: bool = True, root: Path = SRC) -> set[str]:
     """The ``albert.*`` modules that ``path`` imports, anywhere in the file (``type_checking=False``: not
-    counting imports under ``if TYPE_CHECKING:``, which never run)."""
-    name = _module_name(path)
+    counting imports under ``if TYPE_CHECKING:``, which never run). ``from albert[.x] import y`` counts
+    as ``albert[.x].y`` where ``y`` is a module or package (or the module that ``albert`` re-exports
+    ``y`` from), else as ``albert[.x]``."""
+    name = _module_name(path, root)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    exports = _exports(root)
     out: set[str] = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skip = set() if type_checking else _type_checking_nodes(tree)
@@ -77,17 +100,30 @@ def _imports(path: Path, *, type_checking: bool = True) -> set[str]:
                 target = node.module or ""
             if target.split(".")[0] != "albert":
                 continue
-            out.add(target)
-            # `from albert.model import heads`: the submodule is the dependency
             for a in node.names:
-                if (SRC.parent / (target + "." + a.name).replace(".", "/")).with_suffix(".py").exists():
-                    out.add(target + "." + a.name)
+                # `from albert.model import heads`, `from albert import cli`: the submodule or package is
+                # the dependency (recorded as `albert`, the second was exempt from every check)
+                if _is_module(f"{target}.{a.name}", root):
+                    out.add(f"{target}.{a.name}")
+                elif target == "albert" and a.name in exports:
+                    out.add(exports[a.name])
+                else:
+                    out.add(target)
     out.discard(name)
     return out
 
 
-def _graph(*, type_checking: bool = True) -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p, type_checking=type_checking) for p in SRC.rglob("*.py")}
+def _graph(*, type_checking: bool = True, root: Path = SRC) -> dict[str, set[str]]:
+    """``{module: the albert modules it imports}`` for every module under ``root``.
+
+    Raises:
+        AssertionError: no module found (a moved or empty source tree would pass every check vacuously).
+    """
+    graph = {
+        _module_name(p, root): _imports(p, type_checking=type_checking, root=root) for p in root.rglob("*.py")
+    }
+    assert graph, f"no modules under {root}: the import checks would pass on nothing"
+    return graph
 
 
 def _layer(module: str) -> int | None:
@@ -97,14 +133,10 @@ def _layer(module: str) -> int | None:
     return RANK.get(parts[1])
 
 
-def test_every_module_has_a_layer() -> None:
-    missing = sorted(m for m in _graph() if m != "albert" and _layer(m) is None)
-    assert not missing, f"modules outside the layer table (add them to LAYERS and docs): {missing}"
-
-
-def test_imports_point_down() -> None:
+def upward_imports(root: Path = SRC) -> list[str]:
+    """``"src -> dst"`` for each import from a lower layer to a higher one (the sanctioned ones aside)."""
     bad = []
-    for src, targets in _graph().items():
+    for src, targets in _graph(root=root).items():
         if src == "albert":
             continue
         for dst in targets:
@@ -113,14 +145,34 @@ def test_imports_point_down() -> None:
             ls, ld = _layer(src), _layer(dst)
             if ls is not None and ld is not None and ld > ls:
                 bad.append(f"{src} -> {dst}")
-    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(sorted(bad))
+    return sorted(bad)
+
+
+def test_every_module_has_a_layer() -> None:
+    missing = sorted(m for m in _graph() if m != "albert" and _layer(m) is None)
+    assert not missing, f"modules outside the layer table (add them to LAYERS and docs): {missing}"
+
+
+def test_imports_point_down() -> None:
+    bad = upward_imports()
+    assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
+
+
+def test_the_graph_is_the_real_package() -> None:
+    """Not vacuous: every layer has modules, and edges known to exist are seen."""
+    graph = _graph()
+    assert {_layer(m) for m in graph} >= set(range(len(LAYERS)))
+    assert sum(len(t) for t in graph.values()) > 2 * len(graph)
+    assert "albert.cli.main" in graph["albert.__main__"]  # `from albert.cli.main import main`
+    assert "albert.model.heads" in graph["albert.train.pretraining"]
 
 
 def test_no_import_cycles() -> None:
     """Circles of imports that run (a type-only import under TYPE_CHECKING is no circle at run time; it
     still counts for the layer order above)."""
+    keys = set(_graph())
     graph = {
-        m: {t for t in ts if t in _graph_keys() and (m, t) not in ALLOWED_UPWARD}
+        m: {t for t in ts if t in keys and (m, t) not in ALLOWED_UPWARD}
         for m, ts in _graph(type_checking=False).items()
     }
     # package __init__ files re-export their submodules; an edge into a package is an edge to its __init__
@@ -148,22 +200,55 @@ def test_no_import_cycles() -> None:
     assert not real, "import cycles:\n" + "\n".join(real)
 
 
-def _graph_keys() -> set[str]:
-    return {_module_name(p) for p in SRC.rglob("*.py")}
-
-
 def _packages() -> set[str]:
     return {_module_name(p) for p in SRC.rglob("__init__.py")}
 
 
-def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
-    """The walker is not blind: a lazy upward import inside a function is found."""
-    f = tmp_path / "x.py"
-    f.write_text("def f():\n    from albert.cli.main import main\n", encoding="utf-8")
-    tree = ast.parse(f.read_text())
-    found = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-    assert found == ["albert.cli.main"]
-    assert _layer("albert.cli.main") > _layer("albert.model.albert")  # type: ignore[operator]
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A source tree ``tmp_path/albert`` with these files (and an ``__init__.py`` in every folder)."""
+    root = tmp_path / "albert"
+    for rel, text in files.items():
+        path = root / rel
+        for folder in [root, *reversed(path.relative_to(root).parents)]:
+            (root / folder).mkdir(parents=True, exist_ok=True)
+            (root / folder / "__init__.py").touch()
+        path.write_text(text, encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize(
+    ("source", "edge"),
+    [
+        ("def f():\n    from albert.cli.main import main\n", "albert.model.x -> albert.cli.main"),  # lazy
+        ("from albert import cli\n", "albert.model.x -> albert.cli"),  # was recorded as `albert`
+        ("from albert import load_model\n", "albert.model.x -> albert.convert.hf"),  # a lazy re-export
+        ("from ..cli import main\n", "albert.model.x -> albert.cli.main"),  # relative
+        ("import albert.tasks.glue as glue\n", "albert.model.x -> albert.tasks.glue"),
+    ],
+)
+def test_the_checker_sees_a_violation(tmp_path: Path, source: str, edge: str) -> None:
+    """The real checker (`upward_imports`, not a re-implementation of its walk) on a planted tree."""
+    root = _tree(
+        tmp_path,
+        {
+            "model/x.py": source,
+            "cli/main.py": "def main():\n    return 0\n",
+            "convert/hf.py": "",
+            "tasks/glue.py": "",
+            "__init__.py": '_EXPORTS: dict[str, str] = {"load_model": "albert.convert.hf"}\n',
+        },
+    )
+    assert upward_imports(root) == [edge]
+    (root / "model" / "x.py").write_text(
+        "from albert import config\nfrom albert.config import AlbertConfig\n"
+    )
+    assert upward_imports(root) == []  # downward imports pass
+
+
+def test_an_empty_tree_fails_the_checker(tmp_path: Path) -> None:
+    (tmp_path / "albert").mkdir()
+    with pytest.raises(AssertionError, match="no modules under"):
+        upward_imports(tmp_path / "albert")
 
 
 @pytest.mark.parametrize("limit", [600])

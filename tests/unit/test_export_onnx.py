@@ -130,7 +130,8 @@ def test_torch_int8_quantizes_each_shared_linear_once() -> None:
 
 
 def _export(argv: list[str]) -> int:
-    return main(["export", "onnx", *argv])
+    """``albert export onnx --model MODEL_DIR ...`` (``argv``: the model directory first)."""
+    return main(["export", "onnx", "--model", *argv])
 
 
 @pytest.fixture(scope="module")

@@ -67,7 +67,10 @@ def _encode(st: Any, out: Path, texts: list[str]) -> torch.Tensor:
 
 
 def _export(model_dir: Path, out: Path, *flags: str) -> dict[str, Any]:
-    assert main(["export", "sentence-transformers", str(model_dir), str(out), *flags]) == 0
+    assert (
+        main(["export", "sentence-transformers", "--model", str(model_dir), "--output", str(out), *flags])
+        == 0
+    )
     return json.loads((out / ST.REPORT_FILE).read_text())
 
 
@@ -195,7 +198,8 @@ def test_partial_sharing_is_unrolled(st: Any, tmp_path: Path) -> None:
 def test_finetuned_wordpiece_classifier_exports_its_encoder(st: Any, tmp_path: Path, capsys: Any) -> None:
     model_dir = make_model_dir(tmp_path / "clf")  # AlbertForSequenceClassification + task.json, vocab.txt
     out = tmp_path / "st"
-    assert main(["export", "sentence-transformers", str(model_dir), str(out), "--max-seq-length", "48"]) == 0
+    argv = ["export", "sentence-transformers", "--model", str(model_dir), "--output", str(out)]
+    assert main([*argv, "--max-seq-length", "48"]) == 0
     printed = capsys.readouterr().out
     assert "read by sentence_transformers: max |embedding - ours| = " in printed
     texts = ["a witty , charming film .", "the cast is great and the story is funny", "awful"]
@@ -221,7 +225,8 @@ def test_export_without_sentence_transformers_installed(
 
 # ------------------------------------------------------------------------------------ bad input, atomicity
 def _fails(argv: list[str], capsys: Any) -> str:
-    assert main(["export", "sentence-transformers", *argv]) == 1
+    """``argv``: MODEL_DIR OUT, then flags."""
+    assert main(["export", "sentence-transformers", "--model", argv[0], "--output", *argv[1:]]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("albert export: error: ")
     return err

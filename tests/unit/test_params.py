@@ -34,3 +34,47 @@ def test_params_cli_json(capsys):
     assert main(["params", "--table", "4", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert len(rows) == 8 and all(r["agrees"] for r in rows)
+
+
+def test_params_cli_applies_every_set(capsys):
+    """Each --set is applied: a second --set used to replace the first (argparse nargs without extend)."""
+    import json
+
+    from albert.cli.main import main
+    from albert.config import AlbertConfig
+
+    def counted(*sets: str) -> int:
+        argv = ["params", "--preset", "albert-base-v2", "--json"]
+        for s in sets:
+            argv += ["--set", s]
+        assert main(argv) == 0
+        return int(json.loads(capsys.readouterr().out)["parameters"])
+
+    both = count_parameters(AlbertConfig.from_preset("albert-base-v2", embedding_size=256, sharing="ffn"))
+    assert counted("embedding_size=256", "sharing=ffn") == both
+    assert counted("sharing=ffn", "embedding_size=256") == both
+    assert counted("sharing=ffn") != both and counted("embedding_size=256") != both
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--preset", "albert-base-v2", "--set", "embedding_size"], "--set: expected FIELD=VALUE"),
+        (["--set", "embedding_size=256"], "--set: needs --preset"),
+        (["--preset", "albert-base-v2", "--set", "nope=1"], "unknown AlbertConfig field(s) ['nope']"),
+    ],
+)
+def test_params_cli_bad_set_is_one_line(capsys, argv, message):
+    from albert.cli.main import main
+
+    assert main(["params", *argv]) == 1
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_params_cli_unknown_preset_is_a_usage_error(capsys):
+    from albert.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["params", "--preset", "albert-nope"])
+    assert e.value.code == 2 and "invalid choice: 'albert-nope'" in capsys.readouterr().err

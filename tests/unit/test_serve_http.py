@@ -56,6 +56,7 @@ class Server:
             "-m",
             "albert",
             "serve",
+            "--model",
             str(model_dir),
             "--port",
             str(self.port),

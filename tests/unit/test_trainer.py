@@ -283,6 +283,28 @@ def test_time_budget_stops_and_saves(tmp_path):
     assert ckpt_io.latest_checkpoint(tmp_path).name == ckpt_io.step_dir_name(result.steps)
 
 
+def test_time_limited_run_s_bar_counts_training_time_not_steps(tmp_path, capsys):
+    """A run that ends at its time budget showed "N/10000 steps" and an ETA of the step cap (issue 23)."""
+    from albert.train.metrics import advance_bar, progress_bar, step_of
+
+    model, opt, sched, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
+    result = Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream())
+    last = capsys.readouterr().err.rstrip().split("\r")[-1]
+    assert result.stop_reason == "time_limit"
+    assert last.startswith(f"step {result.steps} ") and "00:01 / 00:02 training time" in last
+    assert "10000" not in last and "it/s" not in last
+    with progress_bar(100_000, 40, time_budget_s=14 * 3600, elapsed_s=600) as bar:  # resumed at 10 min
+        advance_bar(bar, 41, 3600.5)
+        shown = str(bar)
+    assert shown.startswith("step 41") and "1:00:00 / 14:00:00 training time" in shown
+    assert "100000" not in shown
+    assert step_of(40, 100_000, 125.4, 600.0) == "step 40 (125/600 s)"  # the log line without a bar
+    assert step_of(40, 1000, 125.4, None) == "step 40/1000"
+    with progress_bar(1000, 40) as bar:  # a run without a budget still counts steps
+        advance_bar(bar, 41, 3600.5)
+        assert bar.n == 41 and "41/1000" in str(bar)
+
+
 def test_bf16_autocast_on_cpu():
     model, opt, sched, cfg = make(steps=2, precision="bf16")
     Trainer(model, opt, sched, cfg).fit(Stream())

@@ -200,3 +200,25 @@ def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
         assert warn_if_on_the_unigram_plateau(result(0.9, eval_acc=rate), tiny_data)
         assert not warn_if_on_the_unigram_plateau(result(0.0, eval_acc=0.9), tiny_data)
         assert not warn_if_on_the_unigram_plateau(result(float("nan")), tiny_data)
+
+
+def test_sequence_length_is_the_data_s_and_a_different_one_is_refused(tiny_data):
+    """The paper recipes used to pin 512 and pad shards prepared at 32 (or 128) to it without a word."""
+    from albert.data import load_manifest
+    from albert.train.config import ConfigError, apply_dict, recipe
+    from albert.train.pretraining import data_seq_length
+
+    manifest = load_manifest(tiny_data)
+    cfg = recipe("albert-base")
+    assert data_seq_length(cfg, str(tiny_data), manifest) == 32
+    assert (
+        data_seq_length(apply_dict(cfg, {"data": {"max_seq_length": 32}}, "t"), str(tiny_data), manifest)
+        == 32
+    )
+    for other in (512, 16):
+        with pytest.raises(
+            ConfigError, match=rf"data.max_seq_length {other} differs from the 32 .*manifest.json"
+        ):
+            data_seq_length(
+                apply_dict(cfg, {"data": {"max_seq_length": other}}, "t"), str(tiny_data), manifest
+            )

@@ -30,14 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=f"evaluate on {name}")
+        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
         p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
         p.add_argument(
             "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
         )
         p.add_argument("--split", default="dev", help="split to evaluate (default: dev)")
         p.add_argument("--output", type=Path, help="predictions file (default: MODEL/eval/<split>.jsonl)")
-        p.add_argument("--batch-size", type=int, default=64)
+        p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default 64)")
         p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
         p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
         module.cli_arguments(p, "evaluate")

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
+
+from albert.cli.options import MissingExtra, add_model_flag, from_positional
 
 HELP = "export a model to ONNX (fp32 and int8) or as a sentence-transformers model, with parity checks"
 DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) to ONNX.
 
-  albert export onnx RUN_DIR --output ONNX_DIR
-  albert export onnx RUN_DIR --output ONNX_DIR --int8 --calibrate-on dev.csv
-  albert export onnx RUN_DIR --output ONNX_DIR --int8 --calibrate-on polarity.csv --columns label,text
-  albert serve ONNX_DIR --backend onnx --int8          # then serve it
+  albert export onnx --model RUN_DIR --output ONNX_DIR
+  albert export onnx --model RUN_DIR --output ONNX_DIR --int8 --calibrate-on dev.csv
+  albert export onnx --model RUN_DIR --output ONNX_DIR --int8 --calibrate-on polarity.csv --columns label,text
+  albert serve --model ONNX_DIR --backend onnx --int8          # then serve it
 
 ONNX_DIR gets model.onnx (inputs input_ids, attention_mask, token_type_ids; dynamic batch and sequence
 axes), with --int8 model.int8.onnx (every weight MatMul int8), the tokenizer, config.json, task.json and
@@ -27,8 +28,8 @@ multiple-choice JSONL, SQuAD JSON)."""
 ST_DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) as a sentence-embedding model that
 sentence-transformers loads: SentenceTransformer("OUT").encode(texts).
 
-  albert export sentence-transformers MODEL_DIR OUT
-  albert export sentence-transformers MODEL_DIR OUT --normalize --max-seq-length 256
+  albert export sentence-transformers --model MODEL_DIR --output OUT
+  albert export sentence-transformers --model MODEL_DIR --output OUT --normalize --max-seq-length 256
 
 An embedding is the mean of the encoder's last hidden states over the attention mask (with --normalize,
 scaled to unit length, as all-MiniLM-L6-v2). OUT gets the encoder (config.json, model.safetensors, which
@@ -42,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
     p = sub.add_parser("onnx", help="ONNX for ONNX Runtime (fp32, --int8)", description=DESCRIPTION)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
-    p.add_argument("model", metavar="MODEL_DIR", help="model directory or fine-tuning run directory")
+    add_model_flag(p, "model directory or fine-tuning run directory", positional=True)
     p.add_argument("--output", "-o", required=True, type=Path, help="directory to write")
     p.add_argument("--int8", action="store_true", help="also write model.int8.onnx (dynamic int8 weights)")
     p.add_argument("--opset", type=int, help="ONNX opset version (default: the exporter's)")
@@ -61,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=ST_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    st.add_argument("model", metavar="MODEL_DIR", help="model directory or fine-tuning run directory")
-    st.add_argument("output", metavar="OUT", type=Path, help="directory to write")
+    add_model_flag(st, "model directory or fine-tuning run directory", positional=True)
+    st.add_argument("--output", "-o", type=Path, help="directory to write")
+    st.add_argument("output_positional", nargs="?", type=Path, metavar="OUT", help=argparse.SUPPRESS)
     st.add_argument("--normalize", action="store_true", help="unit-length embeddings (a Normalize module)")
     st.add_argument(
         "--max-seq-length",
@@ -72,7 +74,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     st.add_argument(
         "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
     )
-    st.add_argument("--overwrite", action="store_true", help="replace a non-empty OUT directory")
+    st.add_argument("--overwrite", action="store_true", help="replace a non-empty --output directory")
     st.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
@@ -146,9 +148,12 @@ def _run_sentence_transformers(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    # errors are raised: `albert.cli.main` prints them as one line and exits 1
+    from_positional(args, "model", "--model", "MODEL_DIR")
     if args.format == "sentence-transformers":
-        return _run_sentence_transformers(args)  # its errors are reported by albert.cli.main
-    from albert.export.pipeline import ExportError, export_model_dir
+        from_positional(args, "output", "--output", "OUT")
+        return _run_sentence_transformers(args)
+    from albert.export.pipeline import export_model_dir
 
     try:
         report = export_model_dir(
@@ -162,13 +167,7 @@ def run(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
             threads=args.threads,
         )
-    except ExportError as e:  # one line, as `albert.cli.main` prints the package's errors
-        print(f"albert export: error: {e}", file=sys.stderr)
-        return 1
     except ImportError as e:
-        print(
-            f"albert export: error: {e.name or e} is missing; pip install 'albert-lm[onnx]'", file=sys.stderr
-        )
-        return 1
+        raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[onnx]'") from e
     print(json.dumps(report, indent=2) if args.json else "\n".join(_summary(report)))
     return 0

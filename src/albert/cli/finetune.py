@@ -22,14 +22,15 @@ import json
 import math
 from typing import Any
 
-from albert.cli.options import add_dataclass_flags, given_values
+from albert.cli.options import add_dataclass_flags, given_values, warn_deprecated
 
-HELP = "fine-tune a model directory on GLUE, your own CSV/TSV/JSONL data or RACE"
+HELP = "fine-tune a model directory on GLUE, SQuAD, RACE or your own CSV/TSV/JSONL data"
 DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
 
-  albert finetune glue --task sst2 --data-dir GLUE --init MODEL_DIR --output RUN_DIR
-  albert finetune custom --train data.csv --text-column text --label-column label --init MODEL_DIR --output RUN_DIR
-  albert finetune race --data-dir RACE_ROOT --init MODEL_DIR --output RUN_DIR
+  albert finetune glue --task sst2 --data-dir GLUE --model MODEL_DIR --output RUN_DIR
+  albert finetune custom --train data.csv --text-column text --label-column label --model MODEL_DIR --output RUN_DIR
+  albert finetune race --data-dir RACE_ROOT --model MODEL_DIR --output RUN_DIR
+  albert finetune squad --version 2.0 --train train-v2.0.json --dev dev-v2.0.json --model MODEL_DIR --output RUN_DIR
 
 The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
 checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
@@ -84,9 +85,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
         module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=(module.__doc__ or name).strip().splitlines()[0])
+        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
         p.add_argument(
-            "--init", required=True, help="model directory to start from (ours, HF ALBERT, HF BERT)"
+            "--model",
+            "--init",
+            dest="init",
+            required=True,
+            metavar="MODEL_DIR",
+            help="model directory to start from (ours, HF ALBERT, HF BERT)",
         )
         p.add_argument("--output", required=True, help="run directory to write")
         p.add_argument(
@@ -112,8 +118,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "without this flag or --resume, a non-empty --output is an error)",
         )
         r.add_argument(
-            "--max-time", type=float, help="training time budget in seconds (then checkpoint and stop)"
+            "--max-time-minutes",
+            type=float,
+            metavar="M",
+            help="training time budget in minutes (then checkpoint and stop)",
         )
+        # the old spelling, in seconds (every other time flag is in the unit its name says)
+        r.add_argument("--max-time", type=float, dest="max_time_s_old", help=argparse.SUPPRESS)
         r.add_argument("--save-every", type=int, metavar="N", help="also write a checkpoint every N steps")
         r.add_argument(
             "--save-every-minutes",
@@ -123,7 +134,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help=f"write a checkpoint every M minutes of training (default {SAVE_EVERY_S / 60:g}; 0: only "
             "at the end)",
         )
-        r.add_argument("--no-progress", action="store_true", help="no progress bar")
+        r.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=True,
+            help="a progress bar (default: on)",
+        )
         r.add_argument(
             "--print-config", action="store_true", help="print the resolved configuration and exit"
         )
@@ -159,8 +175,8 @@ def run(args: argparse.Namespace) -> int:
         predict_test=not args.no_test,
         resume=args.resume,
         overwrite=args.overwrite,
-        max_time_s=args.max_time,
-        progress_bar=not args.no_progress,
+        max_time_s=args.max_time_minutes * 60 if args.max_time_minutes is not None else None,
+        progress_bar=args.progress,
         random_init=args.random_init,
         save_every=args.save_every,
         save_every_s=args.save_every_minutes * 60 or None,
@@ -185,13 +201,19 @@ def _validate(cfg: Any, model_config: Any) -> None:
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
-    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit, --max-time and
-    --save-every, a finite --save-every-minutes >= 0."""
+    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit, --max-time-minutes and
+    --save-every, a finite --save-every-minutes >= 0 (the deprecated --max-time seconds converted)."""
     for flag, value in (("--train-limit", args.train_limit), ("--save-every", args.save_every)):
         if value is not None and value < 1:
             raise ValueError(f"{flag}: must be at least 1, got {value}")
-    if args.max_time is not None and not (math.isfinite(args.max_time) and args.max_time > 0):
-        raise ValueError(f"--max-time: must be a positive number of seconds, got {args.max_time}")
+    if args.max_time_s_old is not None:
+        if args.max_time_minutes is not None:
+            raise ValueError("--max-time (seconds, deprecated) and --max-time-minutes: give one")
+        warn_deprecated("--max-time SECONDS", "--max-time-minutes")
+        args.max_time_minutes = args.max_time_s_old / 60
+    budget = args.max_time_minutes
+    if budget is not None and not (math.isfinite(budget) and budget > 0):
+        raise ValueError(f"--max-time-minutes: must be a positive number of minutes, got {budget:g}")
     minutes = args.save_every_minutes
     if not (math.isfinite(minutes) and minutes >= 0):
         raise ValueError(f"--save-every-minutes: must be a number of minutes >= 0, got {minutes}")

@@ -16,6 +16,8 @@ import logging
 import sys
 import traceback
 
+from albert.cli.options import DEPRECATIONS, mark_deprecated
+
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
     # corpus -> vocab -> shards -> model dir
@@ -64,6 +66,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         )
         if name == command:
             module.add_arguments(p)
+            mark_deprecated(p)  # old spellings of the convention's flags (docs/cli.md) print one line
         p.set_defaults(_run=module.run)
     return parser
 
@@ -111,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    for note in getattr(args, DEPRECATIONS, None) or []:  # old spellings (docs/cli.md), one line each
+        logging.getLogger("albert.cli").warning(note)
     if not getattr(args, "_run", None):
         parser.print_help()
         return 2

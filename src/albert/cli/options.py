@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 from typing import Any
 
 from albert._fields import FieldError, coerce, field_docs, field_types, parse_value, split_optional
+
+logger = logging.getLogger("albert.cli")
 
 
 def _flag(prefix: str, name: str, style: str) -> str:
@@ -95,3 +98,102 @@ def given_values(args: argparse.Namespace, cls: type, *, prefix: str = "") -> di
         if hasattr(args, dest):
             out[f.name] = getattr(args, dest)
     return out
+
+
+# ------------------------------------------------------------------------------------ the CLI convention
+# docs/cli.md: one spelling per concept in every command. An old spelling stays for one release as a second
+# option string of the same action (so `required` and defaults hold whichever is given) and logs one warning
+# (`albert.cli.main` logs those noted while parsing, once logging is set up).
+
+# old spelling -> the convention's; `albert.cli.main` marks every parser's old spellings with `deprecate`
+OLD_SPELLINGS: dict[str, str] = {
+    "--init": "--model",
+    "--run-dir": "--output",
+    "--train-file": "--train",
+    "--dev-file": "--dev",
+    "--test-file": "--test",
+    "--max-length": "--max-seq-length",
+    "--quiet": "--no-progress",  # tokenizer train
+}
+
+
+def mark_deprecated(parser: argparse.ArgumentParser) -> None:
+    """`deprecate` the `OLD_SPELLINGS` of every flag of ``parser`` and of its subcommands' parsers."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                mark_deprecated(sub)
+            continue
+        old = [s for s in action.option_strings if s in OLD_SPELLINGS]
+        if old and not hasattr(action, "deprecated"):
+            deprecate(action, *old)
+
+
+DEPRECATIONS = "_deprecations"  # the namespace attribute listing the old spellings a command line used
+
+
+def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
+    """Mark the option strings ``old`` of ``action`` as deprecated spellings of another: using one still
+    works and notes ``--old is deprecated; use --new`` in the namespace for `albert.cli.main` to log."""
+    # the first other spelling of the action, or (an action of the old spelling alone) the table's
+    canonical = next((s for s in action.option_strings if s not in old), OLD_SPELLINGS.get(old[0], "?"))
+    base = type(action)
+
+    class Deprecated(base):  # type: ignore[valid-type,misc]  # the action's own class, plus the warning
+        def __call__(
+            self, parser: Any, namespace: Any, values: Any, option_string: str | None = None
+        ) -> None:
+            if option_string in old:
+                notes = getattr(namespace, DEPRECATIONS, None) or []
+                setattr(namespace, DEPRECATIONS, [*notes, f"{option_string} is deprecated; use {canonical}"])
+            super().__call__(parser, namespace, values, option_string)
+
+    Deprecated.__name__ = base.__name__
+    action.__class__ = Deprecated
+    action.deprecated = old  # type: ignore[attr-defined]  # read by the convention test
+    return action
+
+
+def warn_deprecated(old: str, new: str) -> None:
+    """The deprecation warning for a spelling that `deprecate` cannot carry (a positional, another unit)."""
+    logger.warning("%s is deprecated; use %s", old, new)
+
+
+def add_model_flag(parser: argparse.ArgumentParser, help_text: str, *, positional: bool = False) -> None:
+    """``--model MODEL_DIR``, the model a command reads; ``positional``: the command took it as its first
+    argument before, which `from_positional` still accepts for one release."""
+    parser.add_argument("--model", metavar="MODEL_DIR", help=help_text)
+    if positional:
+        parser.add_argument("model_positional", nargs="?", metavar="MODEL_DIR", help=argparse.SUPPRESS)
+
+
+def from_positional(args: argparse.Namespace, dest: str, flag: str, what: str) -> None:
+    """Move an old positional ``what`` (``MODEL_DIR``) into ``args.<dest>`` (the flag ``flag``'s), with
+    the deprecation line; one of the two is required."""
+    old = getattr(args, f"{dest}_positional", None)
+    if old is not None:
+        if getattr(args, dest) is not None:
+            raise ValueError(f"{flag}: given both as {flag} and as a positional {what}")
+        warn_deprecated(f"a positional {what}", f"{flag} {what}")
+        setattr(args, dest, old)
+    if getattr(args, dest) is None:
+        raise ValueError(f"{flag} {what} is required")
+
+
+DEVICE_HELP = "cpu | cuda | cuda:N (default: a GPU when there is one)"
+
+
+def default_device(device: str | None, backend: str = "torch", int8: bool = False) -> str | None:
+    """The one device default of predict and serve: a GPU when there is one, but the CPU for ONNX Runtime and
+    dynamic int8 (which run there only); a device given is checked against the backend."""
+    if backend == "onnx" and device not in (None, "cpu"):
+        raise ValueError(f"--device {device}: the onnx backend runs on the CPU; use --backend torch")
+    if device is None and backend == "torch" and not int8:
+        from albert.train.distributed import pick_device
+
+        return str(pick_device())
+    return device
+
+
+class MissingExtra(ImportError):
+    """An optional dependency is not installed; the message says which extra to install."""

@@ -10,28 +10,45 @@ DESCRIPTION = """Print our parameter counts for the paper's configurations next 
 
   albert params                      all three tables
   albert params --table 4            one table
-  albert params --preset albert-large-v2 --set embedding_size=256 sharing=ffn
+  albert params --preset albert-large-v2 --set embedding_size=256 --set sharing=ffn
   albert params --json
 """
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from albert.config import PRESETS
+
     p.add_argument("--table", choices=["1", "3", "4"], action="append", help="only these tables (repeatable)")
-    p.add_argument("--preset", help="count one preset instead of the paper's tables")
     p.add_argument(
-        "--set", nargs="*", default=[], metavar="FIELD=VALUE", help="config overrides for --preset"
+        "--preset", choices=list(PRESETS), metavar="PRESET", help=f"count one preset: {', '.join(PRESETS)}"
+    )
+    # "extend": every --set adds to the list (with nargs alone, a second --set replaced the first)
+    p.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="override a field of --preset (repeatable)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
 def run(args: argparse.Namespace) -> int:
     from albert._fields import parse_value
-    from albert.config import AlbertConfig
+    from albert.config import AlbertConfig, ConfigError
     from albert.params import PAPER_ROWS, agrees, count_parameters
 
+    if args.set and not args.preset:
+        raise ConfigError("--set: needs --preset (the paper's tables fix their own configurations)")
     if args.preset:
-        overrides = dict(kv.split("=", 1) for kv in args.set)
-        config = AlbertConfig.from_preset(args.preset, **{k: parse_value(v) for k, v in overrides.items()})
+        overrides = {}
+        for item in args.set:
+            field, eq, value = item.partition("=")
+            if not eq or not field.strip():
+                raise ConfigError(f"--set: expected FIELD=VALUE, got {item!r}")
+            overrides[field.strip()] = parse_value(value)
+        config = AlbertConfig.from_preset(args.preset, **overrides)
         n = count_parameters(config)
         print(
             json.dumps({"preset": args.preset, "parameters": n})

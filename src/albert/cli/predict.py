@@ -65,7 +65,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
     # the choices of albert.serve.predictor.BACKENDS, spelled out: importing it would import torch at --help
-    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="run with PyTorch (default) or ONNX Runtime",
+    )
     parser.add_argument(
         "--int8",
         action="store_true",
@@ -290,14 +295,10 @@ def write_predictions(predictor: Any, lines: InputLines, args: argparse.Namespac
 def load_predictor(args: argparse.Namespace) -> Any:
     """The `albert.serve.predictor.Predictor` the flags ask for (the model is loaded, and checked,
     before any input is read)."""
+    from albert.cli.options import default_device
     from albert.serve.predictor import Predictor
-    from albert.train.distributed import pick_device
 
-    device = args.device
-    if args.backend == "onnx" and device not in (None, "cpu"):
-        raise ValueError(f"--device {device}: the onnx backend runs on the CPU; use --backend torch")
-    if device is None and args.backend == "torch" and not args.int8:
-        device = str(pick_device())  # a GPU when there is one; dynamic int8 runs on the CPU only
+    device = default_device(args.device, args.backend, args.int8)
     try:
         return Predictor.load(
             args.model,

@@ -55,6 +55,8 @@ def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
         dest="input_format",
         default=d.input_format,
         choices=["auto", "lines", "text", "jsonl", "wiki"],
+        help="lines: a sentence per line, a blank line between documents (the original's); text: a file per "
+        'document; jsonl: {"text": ...} per line; wiki: a MediaWiki XML dump; auto (default): by file name',
     )
     io.add_argument(
         "--language",
@@ -89,8 +91,14 @@ def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 def _instance_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
     inst = p.add_argument_group("instances (defaults: the original's flags)")
-    inst.add_argument("--max-seq-length", type=int, default=d.max_seq_length)
-    inst.add_argument("--short-seq-prob", type=float, default=d.short_seq_prob)
+    inst.add_argument(
+        "--max-seq-length", type=int, default=d.max_seq_length,
+        help=f"tokens per instance; pretraining runs at this length (default {d.max_seq_length})",
+    )  # fmt: skip
+    inst.add_argument(
+        "--short-seq-prob", type=float, default=d.short_seq_prob,
+        help=f"share of instances built shorter than --max-seq-length (default {d.short_seq_prob})",
+    )  # fmt: skip
     inst.add_argument(
         "--short-seq-scope", choices=["instance", "document"], default=d.short_seq_scope,
         help="draw the short target per instance (default) or once per document as the original",
@@ -117,8 +125,14 @@ def _masking_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
         default=d.masking,
         help="pre-generate masks, or mask per epoch at training time",
     )
-    m.add_argument("--masked-lm-prob", type=float, default=d.masked_lm_prob)
-    m.add_argument("--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq)
+    m.add_argument(
+        "--masked-lm-prob", type=float, default=d.masked_lm_prob,
+        help=f"share of tokens masked (default {d.masked_lm_prob})",
+    )  # fmt: skip
+    m.add_argument(
+        "--max-predictions-per-seq", type=int, default=d.max_predictions_per_seq,
+        help=f"most masked positions per instance (default {d.max_predictions_per_seq})",
+    )  # fmt: skip
     m.add_argument("--ngram", type=int, default=d.ngram, help="longest masked n-gram, in words")
     m.add_argument(
         "--no-favor-shorter-ngram",
@@ -139,7 +153,9 @@ def _masking_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
     run_g = p.add_argument_group("execution")
-    run_g.add_argument("--seed", type=int, default=d.seed)
+    run_g.add_argument(
+        "--seed", type=int, default=d.seed, help=f"random seed of pairing and masking (default {d.seed})"
+    )
     run_g.add_argument("--workers", type=int, default=1, help="processes")
     run_g.add_argument("--shard-chars", type=int, default=d.shard_chars, help="characters of text per shard")
     run_g.add_argument("--shard-index", type=int, default=0, help="this machine's index (with --num-shards)")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
 HELP = "serve a fine-tuned model over HTTP (FastAPI + uvicorn) with dynamic micro-batching"
 DESCRIPTION = """Serve a fine-tuned model (run directory, model directory or `albert export onnx` directory).
 
-  albert serve RUN_DIR                                    # torch fp32 on 127.0.0.1:8000
-  albert serve RUN_DIR --int8 --threads 2                 # torch dynamic int8
-  albert serve ONNX_DIR --backend onnx --int8             # ONNX Runtime on model.int8.onnx
+  albert serve --model RUN_DIR                            # torch fp32 on 127.0.0.1:8000
+  albert serve --model RUN_DIR --int8 --threads 2         # torch dynamic int8
+  albert serve --model ONNX_DIR --backend onnx --int8     # ONNX Runtime on model.int8.onnx
   curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["a gorgeous film"]}'
 
 POST /predict takes {"texts": [...]}, {"pairs": [[a, b], ...]} (sentence pairs; SQuAD question, context) or
@@ -20,11 +19,16 @@ request's order. GET /health, GET /info, GET /docs (OpenAPI). Concurrent request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.cli.options import add_dataclass_flags
+    from albert.cli.options import DEVICE_HELP, add_dataclass_flags, add_model_flag
     from albert.serve.config import ServeConfig
 
-    parser.add_argument("model", metavar="MODEL_DIR", help="run directory, model directory or ONNX directory")
-    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch")
+    add_model_flag(parser, "run directory, model directory or ONNX directory", positional=True)
+    parser.add_argument(
+        "--backend",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="run with PyTorch (default) or ONNX Runtime",
+    )
     parser.add_argument(
         "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
     )
@@ -33,17 +37,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
     )
     parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
-    parser.add_argument("--device", help="torch backend: cpu | cuda (default: cpu)")
+    parser.add_argument("--device", help=f"torch backend: {DEVICE_HELP}; the CPU with --int8")
     add_dataclass_flags(parser.add_argument_group("server"), ServeConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.cli.options import given_values
+    from albert.cli.options import MissingExtra, default_device, from_positional, given_values
     from albert.serve.app import run_server
     from albert.serve.config import ServeConfig
     from albert.serve.predictor import Predictor
-    from albert.tasks.base import ModelDirError
 
+    # errors are raised: `albert.cli.main` prints them as one line and exits 1
+    from_positional(args, "model", "--model", "MODEL_DIR")
     config = ServeConfig(**given_values(args, ServeConfig))
     try:
         predictor = Predictor.load(
@@ -54,23 +59,13 @@ def run(args: argparse.Namespace) -> int:
             threads=args.threads,
             max_seq_length=args.max_seq_length,
             batch_size=config.max_batch,
-            device=args.device,
+            device=default_device(args.device, args.backend, args.int8),
         )
-    except (ModelDirError, FileNotFoundError, ValueError) as e:  # ValueError: e.g. a head missing
-        print(f"albert serve: error: {e}", file=sys.stderr)
-        return 1
     except ImportError as e:
         extra = "onnx" if args.backend == "onnx" else "serve"
-        print(
-            f"albert serve: error: {e.name or e} is missing; pip install 'albert-lm[{extra}]'",
-            file=sys.stderr,
-        )
-        return 1
+        raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[{extra}]'") from e
     try:
         run_server(predictor, config)
     except ImportError as e:
-        print(
-            f"albert serve: error: {e.name or e} is missing; pip install 'albert-lm[serve]'", file=sys.stderr
-        )
-        return 1
+        raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[serve]'") from e
     return 0

@@ -59,15 +59,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--seed", type=int, default=12345, help="random seed (default: 12345)")
     t.add_argument("--threads", type=int, default=1, help="training threads (default: 1, reproducible)")
-    t.add_argument("--quiet", action="store_true", help="no progress output")
+    t.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="progress output (default: on)",
+    )
+    t.add_argument("--quiet", dest="progress", action="store_false", help=argparse.SUPPRESS)  # old spelling
     t.add_argument("--sentencepiece-log", action="store_true", help="show SentencePiece's own training log")
     t.set_defaults(_tokenizer_run=_run_train)
 
     e = sub.add_parser("encode", help="print the tokens, ids and spans of a text")
     e.add_argument("tokenizer", metavar="DIR", help="tokenizer directory or vocabulary file")
-    e.add_argument("text")
-    e.add_argument("text_pair", nargs="?")
-    e.add_argument("--max-length", type=int, default=None)
+    e.add_argument("text", help="the text to encode")
+    e.add_argument("text_pair", nargs="?", help="a second text: encoded as the pair [CLS] a [SEP] b [SEP]")
+    e.add_argument(
+        "--max-seq-length", "--max-length", dest="max_length", type=int, help="truncate to this many tokens"
+    )
     e.set_defaults(_tokenizer_run=_run_encode)
 
 
@@ -96,7 +104,7 @@ def _run_train(args: argparse.Namespace) -> int:
         user_defined_symbols=symbols,
         seed=args.seed,
         num_threads=args.threads,
-        progress=None if args.quiet else progress,
+        progress=progress if args.progress else None,
         sentencepiece_log=args.sentencepiece_log,
         overwrite=args.overwrite,
     )

@@ -135,10 +135,10 @@ class FinetuneConfig:
     pad_to_max_length: bool = False
     """Pad every batch to max_seq_length as the original does (slow; for comparisons)."""
     precision: str = "auto"
-    """auto | fp32 | bf16 | fp16, passed to the trainer; auto: bf16 where the device runs it natively, else
-    fp32 (albert.train.precision)."""
+    """auto | fp32 | bf16 | fp16; auto: bf16 where the device runs it natively (GPUs from Ampere on, CPUs
+    with AVX512-BF16 or AMX), else fp32."""
     device: str | None = None
-    """cpu | cuda | cuda:N; null: a GPU when there is one."""
+    """cpu | cuda | cuda:N (default: a GPU when there is one)"""
 
     def validate(self, model_config: Any = None) -> None:
         """Check every field before anything is read or built: types, finite numbers, ranges, names, and

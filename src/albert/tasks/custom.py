@@ -415,6 +415,10 @@ CUSTOM_PRESET = FinetuneConfig(
 )
 
 
+# the one line `albert finetune --help` / `albert evaluate --help` show for this task
+CLI_HELP = "your own labelled data: classification or regression from CSV, TSV or JSONL columns"
+
+
 def cli_arguments(parser: Any, mode: str) -> None:
     g = parser.add_argument_group("data (CSV, TSV or JSONL with named columns)")
     g.add_argument("--train", type=Path, required=mode == "finetune", help="training file")

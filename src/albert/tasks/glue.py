@@ -386,6 +386,11 @@ def glue_report(results: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------------------------------------
 # Command-line hooks (`albert finetune glue`, `albert evaluate glue`; see albert.cli.finetune)
+# the one line `albert finetune --help` / `albert evaluate --help` show for this task (the module docstring
+# is for developers)
+CLI_HELP = "GLUE: CoLA, SST-2, MRPC, STS-B, QQP, MNLI (and AX), QNLI, RTE, WNLI from the official TSVs"
+
+
 def cli_arguments(parser: Any, mode: str) -> None:
     """The GLUE arguments of `albert finetune glue` / `albert evaluate glue`."""
     extra = (

@@ -359,6 +359,10 @@ class MultipleChoiceTask(Task):
 
 # ---------------------------------------------------------------------------------------------------------
 # Command-line hooks (`albert finetune race`, `albert evaluate race`; see albert.cli.finetune)
+# the one line `albert finetune --help` / `albert evaluate --help` show for this task
+CLI_HELP = "RACE reading comprehension, or your own multiple-choice questions (JSONL)"
+
+
 def cli_arguments(parser: Any, mode: str) -> None:
     g = parser.add_argument_group("data: a RACE directory or multiple-choice JSONL files")
     g.add_argument("--data-dir", type=Path, help="RACE root (DIR/RACE/{train,dev,test}/{middle,high}/*.txt)")

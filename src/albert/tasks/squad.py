@@ -352,14 +352,33 @@ def _as_squad_example(ex: Any) -> SquadExample:
 
 
 # ----------------------------------------------------------------------------- command-line hooks
+# the one line `albert finetune --help` / `albert evaluate --help` show for this task
+CLI_HELP = "SQuAD 1.1 / 2.0 extractive question answering from the official JSON files"
+
+
 def cli_arguments(parser: Any, mode: str) -> None:
     """The SQuAD arguments of `albert finetune squad` / `albert evaluate squad`."""
     parser.add_argument(
         "--version", dest="squad_version", choices=("1.1", "2.0"), help="SQuAD version (default 1.1)"
     )
-    parser.add_argument("--train-file", type=Path, required=mode == "finetune", help="training SQuAD JSON")
-    parser.add_argument("--dev-file", type=Path, help="dev SQuAD JSON (evaluated during training)")
-    parser.add_argument("--test-file", type=Path, help="test SQuAD JSON (predictions only if unlabelled)")
+    parser.add_argument(
+        "--train",
+        "--train-file",
+        dest="train_file",
+        type=Path,
+        required=mode == "finetune",
+        help="training SQuAD JSON",
+    )
+    parser.add_argument(
+        "--dev", "--dev-file", dest="dev_file", type=Path, help="dev SQuAD JSON (evaluated during training)"
+    )
+    parser.add_argument(
+        "--test",
+        "--test-file",
+        dest="test_file",
+        type=Path,
+        help="test SQuAD JSON (predictions only if unlabelled)",
+    )
     parser.add_argument(
         "--head", choices=HEADS, help="SQuAD 2.0 head: verifier (ALBERT's, default) or span (BERT-style)"
     )

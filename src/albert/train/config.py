@@ -114,17 +114,18 @@ class TrainerConfig:
 @dataclass
 class ModelOptions:
     preset: str = "albert-base-v2"
-    """AlbertConfig preset (albert.config.PRESETS)"""
+    """the model's size: a named configuration such as albert-base-v2 or albert-tiny (`albert params
+    --preset NAME` counts its parameters; an unknown name lists them all)"""
     overrides: dict[str, Any] = field(default_factory=dict)
     """AlbertConfig fields to change, e.g. {"hidden_dropout_prob": 0.1} (with init_from: dropout and
     initializer_range only)"""
     init_from: str | None = None
-    """continue pretraining an ALBERT or BERT model directory (flag --init): its architecture, not preset;
+    """continue pretraining an ALBERT or BERT model directory (flag --model): its architecture, not preset;
     DATA_DIR must be prepared with its tokenizer; heads it lacks start fresh"""
     mlm_bias_init: str = "zeros"
     """zeros | unigram: the masked-LM output bias at the start (original: zeros); unigram: the log frequency
     of each token as a masked-LM label in DATA_DIR, so that the model predicts the unigram distribution
-    from step 0 instead of bending its encoder to learn it (a fresh model only; not with --init)"""
+    from step 0 instead of bending its encoder to learn it (a fresh model only; not with --model)"""
     sop_loss_weight: float = 1.0
     """weight of the sentence-order loss in the total loss (original run_pretraining.py: 1.0, loss = mlm + sop);
     0: masked-LM-only pretraining (google-research/albert#202; the SOP head is still built and its accuracy
@@ -142,7 +143,8 @@ class DataOptions:
     masking: str | None = None
     """static | dynamic (default: what DATA_DIR was prepared with)"""
     max_seq_length: int | None = None
-    """pad to this length (default: DATA_DIR's)"""
+    """the sequence length (default, null: DATA_DIR's); another value is an error, not padding: the
+    instances were built for DATA_DIR's length, so to train longer, prepare DATA_DIR at that length"""
     masked_lm_prob: float | None = None
     """dynamic masking: the share of tokens masked (default: DATA_DIR's, the original's 0.15; Wettig et al.
     2022 found 0.3-0.4 better for short budgets)"""
@@ -172,7 +174,7 @@ class OptimOptions:
     head_lr_scale: float = 1.0
     """multiplier of the lr for the pretraining heads and the pooler under the SOP head (mlm.*, sop.*,
     albert.pooler.*; the tied word embeddings are the encoder's): >1 lets parts that start from random or
-    were never trained (--init from an encoder without heads) catch up with an encoder that already reads,
+    were never trained (--model from an encoder without heads) catch up with an encoder that already reads,
     instead of learning at its small continued-pretraining lr (the original has one lr: 1.0)"""
 
 
@@ -212,7 +214,7 @@ class RunOptions:
     """auto | fp32 | bf16 | fp16; auto: bf16 where the device runs it natively (CUDA with bf16, a CPU with
     AVX-512 BF16 or AMX), else fp32 (bf16 emulated on a CPU is ~19x slower)"""
     device: str | None = None
-    """cpu | cuda (default: cuda if available)"""
+    """cpu | cuda | cuda:N (default: a GPU when there is one)"""
     compile: bool = False
     """torch.compile the model"""
     activation_checkpointing: bool = False
@@ -299,7 +301,7 @@ class PretrainConfig:
             )
         if self.model.mlm_bias_init != "zeros" and self.model.init_from:
             raise ConfigError(
-                "model.mlm_bias_init applies to a fresh model, not with model.init_from (--init)"
+                "model.mlm_bias_init applies to a fresh model, not with model.init_from (--model)"
             )
         if not self.model.sop_loss_weight >= 0:
             raise ConfigError(f"model.sop_loss_weight must be >= 0 (got {self.model.sop_loss_weight})")
@@ -377,10 +379,11 @@ SECTIONS: dict[str, type] = {
 
 # ---------------------------------------------------------------------------------------------- recipes
 def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
-    # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125, seq 512.
+    # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125. The paper's
+    # sequence length, 512, is the DATA_DIR's to fix (`albert prepare --max-seq-length 512`): a recipe that
+    # pinned it padded shards prepared at 128 to 512 without a word (issue 23).
     return {
         "model": {"preset": f"albert-{size}-v2", "overrides": model_overrides},
-        "data": {"max_seq_length": 512},
         "optim": {"name": "lamb", "lr": 0.00176},
         "schedule": {"total_steps": 125_000, "warmup_steps": 3125},
         "run": {"global_batch_size": 4096, "save_every": 5000, "keep_last": 5},

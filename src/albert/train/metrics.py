@@ -138,16 +138,62 @@ def bar_postfix(record: Mapping[str, Any]) -> dict[str, str]:
 
 
 @contextmanager
-def progress_bar(total: int, initial: int, enabled: bool = True) -> Iterator[Any]:
-    """A tqdm bar of optimizer steps (log lines go above it, not through it), or None when not ``enabled``."""
+def progress_bar(
+    total: int, initial: int, enabled: bool = True, time_budget_s: float | None = None, elapsed_s: float = 0.0
+) -> Iterator[Any]:
+    """A tqdm bar (log lines go above it, not through it), or None when not ``enabled``; `advance_bar`
+    moves it after each optimizer step.
+
+    Without ``time_budget_s`` it counts optimizer steps to ``total``. With one, the run ends at the
+    budget, not at ``total`` (a step cap that is never reached: "1000/100000 steps, 14 h remaining" for
+    a 10-minute run), so it counts whole seconds of training time from ``elapsed_s`` to the budget, with
+    the step in front.
+    """
     if not enabled:
         yield None
         return
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    with logging_redirect_tqdm(), tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True) as bar:
+    if time_budget_s is None:
+        bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+    else:
+
+        class TimeBar(tqdm):  # type: ignore[misc,valid-type]  # tqdm.auto's class is chosen at import
+            @property
+            def format_dict(self) -> dict[str, Any]:
+                d = dict(super().format_dict)
+                d["train_time"] = self.format_interval(d["n"])
+                d["budget"] = self.format_interval(d["total"])
+                return d
+
+        bar = TimeBar(
+            total=max(1, math.ceil(time_budget_s)),
+            initial=min(int(elapsed_s), math.ceil(time_budget_s)),
+            desc=f"step {initial}",
+            bar_format="{desc} {percentage:3.0f}%|{bar}| {train_time} / {budget} training time{postfix}",
+            dynamic_ncols=True,
+        )
+    with logging_redirect_tqdm(), bar:
         yield bar
+
+
+def advance_bar(bar: Any, step: int, training_s: float) -> None:
+    """After optimizer step ``step``: a step bar by one, a time bar (see `progress_bar`) to ``training_s``
+    whole seconds, its description naming the step."""
+    if bar.unit == "step":
+        bar.update(1)
+        return
+    bar.set_description_str(f"step {step}", refresh=False)
+    bar.update(max(0, min(int(training_s), bar.total) - bar.n))
+
+
+def step_of(step: int, max_steps: int, elapsed_s: float, time_budget_s: float | None) -> str:
+    """A bar-less log line's progress: ``step 40/1000``, or ``step 40 (125/600 s)`` for a time-limited
+    run, which ends at its budget, not at ``max_steps``."""
+    if time_budget_s is None:
+        return f"step {step}/{max_steps}"
+    return f"step {step} ({elapsed_s:.0f}/{time_budget_s:g} s)"
 
 
 def improves(value: float, best: float | None, mode: str = "max") -> bool:

@@ -362,6 +362,25 @@ def _load_tokenizer(path: str | None) -> Any:
     return load_tokenizer(path)
 
 
+def data_seq_length(cfg: PretrainConfig, data_dir: str, manifest: dict[str, Any]) -> int:
+    """The run's sequence length: DATA_DIR's. A ``data.max_seq_length`` that differs is refused: shorter
+    would cut the prepared instances, longer pads every batch with positions no instance fills.
+
+    Raises:
+        ConfigError: naming the field, both lengths and the manifest.
+    """
+    prepared = int(manifest["config"]["max_seq_length"])
+    asked = cfg.data.max_seq_length
+    if asked is not None and asked != prepared:
+        raise ConfigError(
+            f"data.max_seq_length {asked} differs from the {prepared} that {Path(data_dir) / 'manifest.json'} "
+            f"was prepared with; leave it unset to train at {prepared}, or prepare DATA_DIR with "
+            f"`albert prepare --max-seq-length {asked}`"
+        )
+    logger.info("sequence length %d (DATA_DIR's)", prepared)
+    return prepared
+
+
 def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertForPreTraining, int]:
     """The model (fresh, or ``model.init_from``) checked against the DATA_DIR, and the sequence length.
     The config checked is the one used: the preset with ``model.overrides``, or the init model's with them."""
@@ -371,7 +390,7 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
 
     manifest = load_manifest(data_dir)
     vocab = int(manifest["tokenizer"]["vocab_size"])
-    seq = cfg.data.max_seq_length or int(manifest["config"]["max_seq_length"])
+    seq = data_seq_length(cfg, data_dir, manifest)
     if cfg.model.init_from:
         logger.info("model.init_from %s: its architecture is used, not model.preset", cfg.model.init_from)
         model_config = init_from.init_config(cfg.model.init_from, cfg.model.overrides)

@@ -86,11 +86,13 @@ from albert.train.metrics import (
     BestMetric,
     Meter,
     MetricsLog,
+    advance_bar,
     bar_postfix,
     format_metrics,
     load_metrics,
     progress_bar,
     scalar_metrics,
+    step_of,
     train_record,
 )
 from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
@@ -262,8 +264,9 @@ class Trainer:
         stop: str | None = None
         with contextlib.ExitStack() as stack:
             stack.callback(self.metrics_log.flush)
-            show_bar = self.config.progress_bar and self.dist.is_main
-            self._bar = stack.enter_context(progress_bar(self.config.max_steps, self.step, show_bar))
+            cfg, show_bar = self.config, self.config.progress_bar and self.dist.is_main
+            bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s)
+            self._bar = stack.enter_context(bar)
             stack.enter_context(stop_on_signals(self._request_stop))
             self._t_last = self._window_start = time.perf_counter()
             self._window_tokens = 0
@@ -350,7 +353,7 @@ class Trainer:
         self._last_lr = lr
         self._train_window.merge(meter)
         if self._bar is not None:
-            self._bar.update(1)
+            advance_bar(self._bar, self.step, training_s)
 
     def _skip_step(self, what: str) -> None:
         self.bad_steps += 1
@@ -481,7 +484,8 @@ class Trainer:
         if self._bar is not None:
             self._bar.set_postfix(bar_postfix(record), refresh=False)
         elif self.dist.is_main:
-            logger.info("step %d/%d %s", self.step, self.config.max_steps, format_metrics(record, ("step",)))
+            of = step_of(self.step, self.config.max_steps, self.elapsed_s, self.config.max_time_s)
+            logger.info("%s %s", of, format_metrics(record, ("step",)))
         self._window_start, self._window_tokens = time.perf_counter(), 0
 
     # ------------------------------------------------------------------------------------------ signals

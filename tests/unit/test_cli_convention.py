@@ -1,0 +1,140 @@
+"""One CLI convention (docs/cli.md), pinned: every parser of `albert` is walked, and the same concept has
+the same flag everywhere; an old spelling is a deprecated alias that still works and prints one line."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from cli_parsers import all_parsers
+
+PARSERS = {p.name: p for p in all_parsers() if p.is_leaf()}
+FINETUNE = [f"finetune {t}" for t in ("glue", "custom", "race", "squad")]
+EVALUATE = [f"evaluate {t}" for t in ("glue", "custom", "race", "squad")]
+
+# concept -> (the flag, spellings it replaced or that would split it, the commands that must have it)
+CONCEPTS: dict[str, tuple[str, set[str], list[str]]] = {
+    "output": ("--output", {"--run-dir", "--out", "--output-dir", "--save-dir"},
+               ["tokenizer train", "prepare", "pretrain", "plot", "convert tf", *FINETUNE, *EVALUATE, "probe",
+                "predict", "export onnx", "export sentence-transformers"]),
+    "model input": ("--model", {"--init", "--model-dir", "--model-path"},
+                    ["pretrain", *FINETUNE, *EVALUATE, "probe", "predict", "export onnx",
+                     "export sentence-transformers", "serve"]),
+    "data directory": ("--data-dir", {"--data", "--data_dir"}, ["pretrain", "finetune glue", "finetune race"]),
+    "labelled files": ("--train", {"--train-file", "--train-data"},
+                       ["finetune custom", "finetune race", "finetune squad", "probe"]),
+    "sequence length": ("--max-seq-length", {"--max-length", "--seq-length", "--max-seq-len", "--max-len"},
+                        ["prepare", "pretrain", *FINETUNE, *EVALUATE, "probe", "predict",
+                         "export sentence-transformers", "serve", "tokenizer encode"]),
+    "learning rate": ("--learning-rate", {"--lr", "--learning_rate"}, ["pretrain", *FINETUNE]),
+    "seed": ("--seed", {"--random-seed", "--rng-seed"},
+             ["tokenizer train", "prepare", "pretrain", *FINETUNE, "probe", "data cues"]),
+    "time budget": ("--max-time-minutes", {"--max-time", "--time-limit", "--max-minutes"}, ["pretrain", *FINETUNE]),
+    "device": ("--device", {"--gpu", "--cuda", "--no-cuda"}, ["pretrain", *FINETUNE, *EVALUATE, "predict", "serve"]),
+    "progress": ("--progress", {"--quiet", "--progress-bar"}, ["tokenizer train", "pretrain", *FINETUNE]),
+    "json output": ("--json", {"--as-json", "--print-json"},
+                    ["params", "data stats", "data cues", "convert tf", "probe", "export onnx",
+                     "export sentence-transformers"]),
+    # a command that writes a directory refuses a non-empty one unless told
+    "overwrite": ("--overwrite", {"--force", "--replace", "--clobber"},
+                  ["tokenizer train", "prepare", "pretrain", "convert tf", *FINETUNE, "export onnx",
+                   "export sentence-transformers"]),
+}  # fmt: skip
+
+
+def test_the_walk_sees_every_command() -> None:
+    from albert.cli.main import COMMANDS
+
+    assert {name.split()[1] for name in PARSERS} == set(COMMANDS)
+    assert len(PARSERS) >= 20 and sum(len(p.options()) for p in PARSERS.values()) > 300
+
+
+@pytest.mark.parametrize("concept", CONCEPTS)
+def test_one_flag_per_concept(concept: str) -> None:
+    flag, others, commands = CONCEPTS[concept]
+    missing = [c for c in commands if flag not in PARSERS[f"albert {c}"].options()]
+    assert not missing, f"{concept}: {flag} missing in {missing}"
+    for p in PARSERS.values():
+        options = p.options()
+        for other in others & set(options):  # another spelling: only as a deprecated alias of the flag
+            action = options[other]
+            assert flag in action.option_strings or action.help == argparse.SUPPRESS, (p.name, other)
+            assert other in getattr(action, "deprecated", ()) or action.help == argparse.SUPPRESS, (
+                p.name,
+                other,
+            )
+
+
+def test_durations_name_their_unit() -> None:
+    """Minutes in pretrain and seconds in finetune was one trap: every time flag says its unit."""
+    units = ("-minutes", "-s", "-ms")
+    for p in PARSERS.values():
+        for flag, action in p.options().items():
+            if action.help == argparse.SUPPRESS or not flag.startswith("--"):
+                continue
+            if any(w in flag for w in ("time", "timeout", "wait")) and not flag.replace("_", "-").endswith(
+                units
+            ):
+                pytest.fail(f"{p.name} {flag}: a duration without its unit")
+
+
+def test_one_device_default() -> None:
+    for name in ["pretrain", *FINETUNE, *EVALUATE, "predict", "serve"]:
+        action = PARSERS[f"albert {name}"].options()["--device"]
+        # SUPPRESS: a settings-dataclass flag, whose default (None) is the field's
+        assert action.default in (None, argparse.SUPPRESS) and "a GPU when there is one" in action.help, name
+
+
+def test_no_positional_model_or_output() -> None:
+    """Positionals only for what a command inspects (plot RUN_DIR, data stats DATA_DIR, a checkpoint to
+    convert); the model and the output are flags (kept positionally for a release, hidden)."""
+    for p in PARSERS.values():
+        for action in p.parser._actions:
+            if not action.option_strings and action.dest in ("model", "output", "model_positional",
+                                                             "output_positional"):  # fmt: skip
+                assert action.help == argparse.SUPPRESS, (p.name, action.dest)
+
+
+def test_an_old_spelling_works_and_says_so_once(capsys, caplog, tmp_path) -> None:
+    import json
+    import logging
+
+    from albert.cli.main import main
+
+    def warned() -> list[str]:
+        out = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        caplog.clear()
+        return out
+
+    assert main(["pretrain", "--recipe", "smoke", "--run-dir", str(tmp_path / "r"), "--init", "M",
+                 "--print-config"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert warned() == ["--run-dir is deprecated; use --output", "--init is deprecated; use --model"]
+    assert f'run_dir: "{tmp_path / "r"}"' in out and 'init_from: "M"' in out
+    argv = ["finetune", "glue", "--task", "sst2", "--data-dir", "G", "--output", str(tmp_path / "o"),
+            "--print-config", "--seed", "7"]  # fmt: skip
+    assert main([*argv, "--init", "M"]) == 0
+    old_out = capsys.readouterr().out
+    assert warned() == ["--init is deprecated; use --model"]
+    assert main([*argv, "--model", "M"]) == 0
+    new_out = capsys.readouterr().out
+    assert warned() == [] and json.loads(new_out) == json.loads(old_out)
+
+
+def test_set_is_repeatable_in_pretrain_and_params(capsys) -> None:
+    from albert.cli.main import main
+
+    assert main(["pretrain", "--recipe", "smoke", "--set", "optim.lr=0.5", "--set", "run.seed=3",
+                 "run.log_every=4", "--print-config"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "lr: 0.5" in out and "seed: 3" in out and "log_every: 4" in out
+
+
+def test_serve_errors_go_through_main(capsys, tmp_path) -> None:
+    from albert.cli.main import main
+
+    assert main(["serve", "--model", str(tmp_path / "missing")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("albert serve: error: ") and err.count("\n") == 1 and str(tmp_path) in err
+    assert main(["serve"]) == 1
+    assert capsys.readouterr().err == "albert serve: error: --model MODEL_DIR is required\n"
