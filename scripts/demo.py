@@ -307,9 +307,11 @@ def main() -> int:
             albert("pretrain", "--resume", str(run_dir), *common)
         else:
             cap = ("--set", f"schedule.total_steps={args.steps}") if args.steps else ()
+            # a run dir without checkpoints: a run stopped before its first one, started over
+            again = ("--overwrite",) if run_dir.exists() else ()
             albert(
                 "pretrain", "--recipe", "demo", "--data-dir", str(train_data), "--eval-data-dir", str(held_data),
-                "--tokenizer", str(tok), "--run-dir", str(run_dir), *cap, *common,
+                "--tokenizer", str(tok), "--output", str(run_dir), *again, *cap, *common,
             )  # fmt: skip
     else:
         print(f"(done: {run_dir}; --fresh to redo)")
@@ -429,7 +431,7 @@ def _finetune(run: Path, init: Path, extra: tuple[str, ...]) -> float:
     if not (run / "report.json").exists():
         shutil.rmtree(run, ignore_errors=True)
         albert("finetune", "custom", "--train", str(POLARITY), "--columns", "label,text", "--dev-fraction",
-               "0.2", "--split-seed", "0", "--init", str(init), "--output", str(run), "--no-progress",
+               "0.2", "--split-seed", "0", "--model", str(init), "--output", str(run), "--no-progress",
                *FINETUNE_ARGS, *extra)  # fmt: skip
     report = json.loads((run / "report.json").read_text())
     return float(report["checkpoints"]["last"].get("accuracy", math.nan))
