@@ -116,3 +116,28 @@ def test_measure_times_both_backends_pairwise() -> None:
     times = fl.measure_fp32_linear(shapes=((16, 8, 4),), trials=3)
     assert set(times) == {"torch", "onednn"}
     assert all(len(v) == 3 and all(t > 0 for t in v) for v in times.values())
+
+
+def test_torch_predict_fn_runs_fp32_on_the_chosen_backend(
+    monkeypatch: pytest.MonkeyPatch, onednn_calls: list[tuple[int, ...]]
+) -> None:
+    from albert.export.runtime import torch_predict_fn
+    from albert.model import AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    model = AlbertForSequenceClassification(AlbertConfig.from_preset("albert-tiny"), num_labels=3)
+    batch = {
+        "input_ids": torch.randint(5, 100, (2, 12)),
+        "attention_mask": torch.ones(2, 12, dtype=torch.long),
+    }
+    monkeypatch.setattr(fl, "_chosen", {"auto": "torch"})
+    want = torch_predict_fn(model)(batch)
+    assert not onednn_calls
+    monkeypatch.setattr(fl, "_chosen", {"auto": "onednn"})
+    got = torch_predict_fn(model)(batch)
+    assert onednn_calls
+    assert got.keys() == want.keys()
+    for name in got:
+        torch.testing.assert_close(
+            torch.from_numpy(got[name]), torch.from_numpy(want[name]), rtol=1e-5, atol=1e-5
+        )
