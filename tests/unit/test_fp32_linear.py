@@ -141,3 +141,26 @@ def test_torch_predict_fn_runs_fp32_on_the_chosen_backend(
         torch.testing.assert_close(
             torch.from_numpy(got[name]), torch.from_numpy(want[name]), rtol=1e-5, atol=1e-5
         )
+
+
+def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() -> None:
+    from albert.train.config import FP32_LINEARS, ConfigError, TrainerConfig, apply_dict, recipe
+
+    assert ("auto", *fl.FP32_LINEAR_BACKENDS) == FP32_LINEARS
+    with pytest.raises(ValueError, match="TrainerConfig.fp32_linear: must be one of"):
+        TrainerConfig(max_steps=1, fp32_linear="mkl")
+    cfg = apply_dict(recipe("smoke"), {"run": {"fp32_linear": "mkl"}}, "test")
+    with pytest.raises(ConfigError, match="run.fp32_linear must be one of auto, torch, onednn"):
+        cfg.validate()
+
+
+def test_trainer_uses_the_configured_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from albert.train.trainer import Trainer, TrainerConfig
+
+    monkeypatch.setattr(fl, "_chosen", {"auto": "onednn"})
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    fixed = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu", fp32_linear="torch"))
+    auto = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu"))
+    bf16 = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu", precision="bf16"))
+    assert (fixed.fp32_linear, auto.fp32_linear, bf16.fp32_linear) == ("torch", "onednn", "torch")

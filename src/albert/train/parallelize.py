@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from albert.model.fp32_linear import choose_fp32_linear
+from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
 
 logger = logging.getLogger(__name__)
@@ -80,10 +81,10 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
-def linear_backend(device: torch.device, dtype: torch.dtype | None, *, compiled: bool) -> str:
-    """The library of the fp32 linear layers (`albert.model.fp32_linear`): measured once per process for
-    fp32 on a CPU (torch's MKL GEMM is slow on AMD CPUs, issue 24), else torch's. Not under
-    torch.compile, which traces F.linear itself."""
-    if dtype is None and device.type == "cpu" and not compiled:
-        return choose_fp32_linear()
+def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:
+    """The library of the fp32 linear layers (`albert.model.fp32_linear`): for fp32 on a CPU
+    ``config.fp32_linear`` (auto: measured once per process; torch's MKL GEMM is slow on AMD CPUs, issue 24),
+    else torch's. Not under torch.compile, which traces F.linear itself."""
+    if dtype is None and device.type == "cpu" and not config.compile:
+        return choose_fp32_linear(config.fp32_linear)
     return "torch"

@@ -177,7 +177,7 @@ class Trainer:
         self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
-        self.fp32_linear = linear_backend(self.device, self.dtype, compiled=config.compile)
+        self.fp32_linear = linear_backend(self.device, self.dtype, config)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
