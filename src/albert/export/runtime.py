@@ -5,7 +5,8 @@ functions (`albert.tasks.base.PredictFn`: a padded batch -> the head's outputs a
   whole list in ONE ``tokenizer.batch_encode`` call (the task's own ``featurize`` makes one call per
   text, which costs more than the model for short texts); the other tasks use their ``featurize``.
 * `torch_predict_fn`: PyTorch, fp32 or int8 (`albert.export.quantize.quantize_torch_int8`), returning only
-  the head's outputs (`albert.export.graph.output_names`), not the encoder states beside them.
+  the head's outputs (`albert.export.graph.output_names`), not the encoder states beside them; fp32 on a
+  CPU runs its linear layers on the library `albert.model.fp32_linear.choose_fp32_linear` picks.
 * `ort_predict_fn`: ONNX Runtime on an exported file (`albert.export.onnx`).
 """
 
@@ -20,6 +21,7 @@ from torch import nn
 
 from albert.export.graph import output_names
 from albert.export.onnx import run_session
+from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
 from albert.tasks.base import Example, PredictFn, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.collate import Batch, Feature
@@ -59,11 +61,17 @@ def torch_predict_fn(model: nn.Module, device: str | torch.device | None = None)
     device = device if device is not None else next(model.parameters(), torch.empty(0)).device
     accepted = {"input_ids", "attention_mask", "token_type_ids", "p_mask"}
     model.eval()
+    # fp32 on a CPU: the linear layers on the library measured fastest here (albert.model.fp32_linear);
+    # an int8 model's quantized layers are not F.linear and stay as they are
+    first = next(model.parameters(), None)
+    cpu_fp32 = torch.device(device).type == "cpu" and first is not None and first.dtype == torch.float32
+    linear = choose_fp32_linear() if cpu_fp32 else "torch"
 
     @torch.inference_mode()
     def predict_fn(batch: Batch) -> dict[str, np.ndarray]:
         inputs = {k: v.to(device) for k, v in batch.items() if k in accepted}
-        out = model(**inputs)
+        with fp32_linear(linear):
+            out = model(**inputs)
         return {name: out[name].detach().float().cpu().numpy() for name in names}
 
     return predict_fn

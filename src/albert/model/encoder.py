@@ -57,7 +57,11 @@ class SelfAttention(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         b, t, h = x.shape  # (B, T, H)
         qkv = self.qkv(x).view(b, t, 3, self.num_heads, self.head_dim)  # (B, T, 3, heads, head_dim)
-        q, k, v = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # each (B, heads, T, head_dim)
+        # Split before moving the heads forward: the backward of unbind(2) then stacks the three gradients
+        # straight into the (B, T, 3H) layout of the projection's output. Permuting first made that stack
+        # land in (3, B, heads, T, head_dim) order, which the projection's backward copied once more
+        # (benchmarks/profile_step.py: one (B*T, 3H) copy per layer; ~5-10% of the attention block).
+        q, k, v = (z.transpose(1, 2) for z in qkv.unbind(2))  # each (B, heads, T, head_dim)
         y = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0
         )  # (B, heads, T, head_dim)

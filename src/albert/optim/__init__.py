@@ -57,7 +57,8 @@ def build_optimizer(
         weight_decay: rate for the parameters not excluded (original: 0.01 for both optimizers).
         betas, eps: Adam moments and epsilon (original: 0.9, 0.999, 1e-6).
         exclude_patterns: name patterns excluded from weight decay (and from LAMB's trust ratio).
-        fused: for ``adamw``, use the fused kernel (default: on CUDA).
+        fused: for ``adamw``, use torch's fused kernel (default: where torch has one for the parameters'
+            device, see `_fused_adamw_applies`). It computes the same update as the per-tensor loop.
         lr_scales: parameter-name prefix -> multiplier of ``lr`` (and so of every scheduled rate) for the
             parameters under it, e.g. ``{"mlm.": 10, "sop.": 10}`` for heads that start from random on a
             pretrained encoder; the rest train at ``lr``.
@@ -84,8 +85,28 @@ def build_optimizer(
         return Lamb(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adapt=False)
     if name == "adamw":
         if fused is None:
-            fused = all(p.is_cuda for g in groups for p in g["params"])
+            fused = _fused_adamw_applies([p for g in groups for p in g["params"]])
         return torch.optim.AdamW(
             groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, fused=fused or None
         )
     raise ValueError(f"unknown optimizer {name!r}; choose one of {OPTIMIZERS}")
+
+
+# torch.optim.AdamW(fused=True) runs on CPU from torch 2.4 (before: CUDA only).
+FUSED_ADAMW_CPU_TORCH = (2, 4)
+
+
+def _fused_adamw_applies(params: Sequence[torch.Tensor]) -> bool:
+    """Whether torch's fused AdamW kernel runs for ``params``: all floating point, all on CUDA, or all on
+    the CPU with torch >= 2.4.
+
+    On the CPU the unfused default is torch's per-tensor loop, seven elementwise passes per tensor;
+    the fused kernel makes one. For the demo's albert-small step that took the optimizer from 4-5% of the
+    step to under 1% (benchmarks/profile_step.py).
+    """
+    if not params or not all(p.is_floating_point() for p in params):
+        return False
+    if all(p.is_cuda for p in params):
+        return True
+    version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+    return version >= FUSED_ADAMW_CPU_TORCH and all(p.device.type == "cpu" for p in params)

@@ -141,23 +141,26 @@ def _lamb_single(p: Tensor, g: Tensor, m: Tensor, v: Tensor, group: dict[str, An
 def _lamb_foreach(
     params: list[Tensor], grads: list[Tensor], ms: list[Tensor], vs: list[Tensor], group: dict[str, Any]
 ) -> None:
+    # The same update as `_lamb_single`, in fewer passes over memory (the step is memory-bound): m by one
+    # lerp (m + (1 - beta1) (g - m) = beta1 m + (1 - beta1) g), and without the trust ratio the update is
+    # never materialized: w (1 - lr wd) - lr m / d equals w - lr (m / d + wd w).
     beta1, beta2 = group["betas"]
-    torch._foreach_mul_(ms, beta1)
-    torch._foreach_add_(ms, grads, alpha=1.0 - beta1)
+    torch._foreach_lerp_(ms, grads, 1.0 - beta1)
     torch._foreach_mul_(vs, beta2)
     torch._foreach_addcmul_(vs, grads, grads, value=1.0 - beta2)
     denom = torch._foreach_sqrt(vs)
     torch._foreach_add_(denom, group["eps"])
+    if not group["adapt"]:
+        if group["weight_decay"]:
+            torch._foreach_mul_(params, 1.0 - group["lr"] * group["weight_decay"])
+        torch._foreach_addcdiv_(params, ms, denom, value=-group["lr"])
+        return
     updates = torch._foreach_div(ms, denom)
     del denom
     if group["weight_decay"]:
         torch._foreach_add_(updates, params, alpha=group["weight_decay"])
-    if group["adapt"]:
-        w_norms = torch.stack(torch._foreach_norm(params))  # (n_tensors,)
-        u_norms = torch.stack(torch._foreach_norm(updates))  # (n_tensors,)
-        scales = _trust_ratio(w_norms, u_norms) * group["lr"]  # (n_tensors,)
-        torch._foreach_mul_(updates, list(scales.unbind(0)))
-        torch._foreach_sub_(params, updates)
-    else:
-        torch._foreach_mul_(updates, group["lr"])
-        torch._foreach_sub_(params, updates)
+    w_norms = torch.stack(torch._foreach_norm(params))  # (n_tensors,)
+    u_norms = torch.stack(torch._foreach_norm(updates))  # (n_tensors,)
+    scales = _trust_ratio(w_norms, u_norms) * group["lr"]  # (n_tensors,)
+    torch._foreach_mul_(updates, list(scales.unbind(0)))
+    torch._foreach_sub_(params, updates)

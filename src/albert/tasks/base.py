@@ -139,6 +139,9 @@ class FinetuneConfig:
     with AVX512-BF16 or AMX), else fp32."""
     device: str | None = None
     """cpu | cuda | cuda:N (default: a GPU when there is one)"""
+    fp32_linear: str = "auto"
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
+    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
 
     def validate(self, model_config: Any = None) -> None:
         """Check every field before anything is read or built: types, finite numbers, ranges, names, and
@@ -169,7 +172,7 @@ class FinetuneConfig:
         """(field, test, what the test asks) for `validate`; a null value passes (where the type allows
         it, null has a meaning of its own)."""
         from albert.optim import OPTIMIZERS
-        from albert.train.config import PRECISIONS
+        from albert.train.config import FP32_LINEARS, PRECISIONS
 
         def at_least(n: float) -> Callable[[Any], bool]:
             return lambda v: v >= n
@@ -195,6 +198,7 @@ class FinetuneConfig:
             ("max_grad_norm", lambda v: v > 0, "greater than 0"),
             ("seed", at_least(0), "at least 0"),
             ("precision", lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
+            ("fp32_linear", lambda v: v in FP32_LINEARS, f"one of {', '.join(FP32_LINEARS)}"),
         ]
         if model_config is not None:
             limit = int(model_config.max_position_embeddings)

@@ -420,6 +420,7 @@ def _make_trainer(
             max_steps=total_steps,
             max_grad_norm=cfg.max_grad_norm,
             precision=cfg.precision,
+            fp32_linear=cfg.fp32_linear,
             device=cfg.device,
             eval_every=(cfg.eval_every or steps_per_epoch) if has_dev else None,
             eval_at_end=has_dev,

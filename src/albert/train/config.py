@@ -40,6 +40,8 @@ from albert._io import NotTextError, read_utf8
 # ---------------------------------------------------------------------------------------------- the loop
 # "auto": bf16 where the device runs it natively, else fp32 (albert.train.precision.resolve_precision)
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# "auto" and albert.model.fp32_linear.FP32_LINEAR_BACKENDS (not imported: this module stays free of torch)
+FP32_LINEARS = ("auto", "torch", "onednn")
 # ModelOptions.mlm_bias_init
 MLM_BIAS_INITS = ("zeros", "unigram")
 # ScheduleOptions.by: the learning rate as a function of optimizer steps or of training time
@@ -61,6 +63,9 @@ class TrainerConfig:
     where the device runs it natively (CUDA with bf16, a CPU with AVX-512 BF16 or AMX), else fp32."""
     device: str | None = None
     """cpu | cuda | cuda:N | None (GPU if available)."""
+    fp32_linear: str = "auto"
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
+    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
     compile: bool = False
     """torch.compile the model."""
     activation_checkpointing: bool = False
@@ -98,6 +103,7 @@ class TrainerConfig:
         need(self.max_steps >= 0, "max_steps", "must be >= 0")
         need(self.grad_accum_steps >= 1, "grad_accum_steps", "must be >= 1")
         need(self.precision in PRECISIONS, "precision", f"must be one of {PRECISIONS}")
+        need(self.fp32_linear in FP32_LINEARS, "fp32_linear", f"must be one of {FP32_LINEARS}")
         need(self.log_every >= 1, "log_every", "must be >= 1")
         need(self.eval_every is None or self.eval_every >= 1, "eval_every", "must be >= 1 or None")
         need(self.save_every is None or self.save_every >= 1, "save_every", "must be >= 1 or None")
@@ -215,6 +221,9 @@ class RunOptions:
     AVX-512 BF16 or AMX), else fp32 (bf16 emulated on a CPU is ~19x slower)"""
     device: str | None = None
     """cpu | cuda | cuda:N (default: a GPU when there is one)"""
+    fp32_linear: str = "auto"
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
+    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit"""
     compile: bool = False
     """torch.compile the model"""
     activation_checkpointing: bool = False
@@ -291,6 +300,10 @@ class PretrainConfig:
             raise ConfigError(f"schedule.warmup_fraction must be in [0, 1] (got {s.warmup_fraction})")
         if r.precision not in PRECISIONS:
             raise ConfigError(f"run.precision must be one of {', '.join(PRECISIONS)} (got {r.precision!r})")
+        if r.fp32_linear not in FP32_LINEARS:
+            raise ConfigError(
+                f"run.fp32_linear must be one of {', '.join(FP32_LINEARS)} (got {r.fp32_linear!r})"
+            )
         from albert.optim import OPTIMIZERS
 
         if self.optim.name not in OPTIMIZERS:
@@ -342,6 +355,7 @@ class PretrainConfig:
             grad_accum_steps=grad_accum_steps,
             max_grad_norm=self.optim.max_grad_norm,
             precision=r.precision,
+            fp32_linear=r.fp32_linear,
             device=device,
             compile=r.compile,
             activation_checkpointing=r.activation_checkpointing,

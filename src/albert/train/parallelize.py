@@ -10,6 +10,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from albert.model.fp32_linear import choose_fp32_linear
+from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
 
 logger = logging.getLogger(__name__)
@@ -77,3 +79,12 @@ def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.Abst
     if dtype is None:
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:
+    """The library of the fp32 linear layers (`albert.model.fp32_linear`): for fp32 on a CPU
+    ``config.fp32_linear`` (auto: measured once per process; torch's MKL GEMM is slow on AMD CPUs, issue 24),
+    else torch's. Not under torch.compile, which traces F.linear itself."""
+    if dtype is None and device.type == "cpu" and not config.compile:
+        return choose_fp32_linear(config.fp32_linear)
+    return "torch"

@@ -76,6 +76,7 @@ import torch
 from torch import Tensor, nn
 
 from albert._io import atomic_write_json
+from albert.model.fp32_linear import fp32_linear
 from albert.optim.schedules import ElapsedTimeLR
 from albert.train import checkpoint as ckpt_io
 from albert.train.batches import Batch, Epochs, batch_tokens, to_device
@@ -95,7 +96,7 @@ from albert.train.metrics import (
     step_of,
     train_record,
 )
-from albert.train.parallelize import PRECISION_DTYPES, autocast, wrap_model
+from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
 
@@ -178,6 +179,7 @@ class Trainer:
         self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
+        self.fp32_linear = linear_backend(self.device, self.dtype, config)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
@@ -251,6 +253,8 @@ class Trainer:
         return self._wrapped
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.fp32_linear != "torch":
+            return fp32_linear(self.fp32_linear)
         return autocast(self.device, self.dtype)
 
     # ------------------------------------------------------------------------------------------ the loop
