@@ -25,14 +25,15 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_shutdown_longer_than_its_timeout_answers_503_and_exits_on_time(
     model_dir: Path, tmp_path: Path
 ) -> None:
-    """More work in flight than --shutdown-timeout-s allows (1024 inputs, one per model call): what is
+    """More work in flight than --shutdown-timeout-s allows (4096 inputs, one per model call, 0.25 s: a quiet
+    AMX machine computed all of 1024 inputs within 1 s): what is
     computed by the deadline is answered 200, the rest 503 saying why, and the server exits soon after
     the deadline. It used to cancel the waiting requests (500 and a traceback each) and then compute them
     all anyway, exiting seconds later."""
-    timeout_s = 1.0
+    timeout_s = 0.25
     srv = Server(model_dir, tmp_path / "serve.log", "--max-batch", "1", "--max-wait-ms", "0",
                  "--shutdown-timeout-s", str(timeout_s))  # fmt: skip
-    requests = [[TEXTS[(i + j) % len(TEXTS)] for j in range(16)] for i in range(64)]
+    requests = [[TEXTS[(i + j) % len(TEXTS)] for j in range(64)] for i in range(64)]
     try:
         srv.wait_ready()
 
@@ -41,7 +42,7 @@ def test_a_shutdown_longer_than_its_timeout_answers_503_and_exits_on_time(
             async with httpx.AsyncClient(base_url=srv.url, timeout=120.0, limits=limits) as client:
                 tasks = [asyncio.create_task(client.post("/predict", json={"texts": t})) for t in requests]
                 for _ in range(600):  # until the server holds most of the inputs
-                    if (await client.get("/health")).json()["pending"] >= 800:
+                    if (await client.get("/health")).json()["pending"] >= 3000:
                         break
                     await asyncio.sleep(0.02)
                 else:

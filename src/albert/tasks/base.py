@@ -140,8 +140,8 @@ class FinetuneConfig:
     device: str | None = None
     """cpu | cuda | cuda:N (default: a GPU when there is one)"""
     fp32_linear: str = "auto"
-    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
-    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
+    oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
 
     def validate(self, model_config: Any = None) -> None:
         """Check every field before anything is read or built: types, finite numbers, ranges, names, and

@@ -64,8 +64,8 @@ class TrainerConfig:
     device: str | None = None
     """cpu | cuda | cuda:N | None (GPU if available)."""
     fp32_linear: str = "auto"
-    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
-    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
+    oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
     compile: bool = False
     """torch.compile the model."""
     activation_checkpointing: bool = False
@@ -222,8 +222,8 @@ class RunOptions:
     device: str | None = None
     """cpu | cuda | cuda:N (default: a GPU when there is one)"""
     fp32_linear: str = "auto"
-    """auto | torch | onednn: the library of the fp32 linear layers on a CPU (albert.model.fp32_linear); auto:
-    measured at start-up, oneDNN only where clearly faster. Fix it for runs that must match bit for bit"""
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
+    oneDNN only where clearly faster. Fix it for runs that must match bit for bit"""
     compile: bool = False
     """torch.compile the model"""
     activation_checkpointing: bool = False

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert.model.fp32_linear import choose_fp32_linear
+from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
 from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
 
@@ -74,10 +74,13 @@ def wrap_model(
     return wrapped
 
 
-def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager[Any]:
-    """Autocast to ``dtype`` on ``device`` (None: a no-op context)."""
+def autocast(
+    device: torch.device, dtype: torch.dtype | None, linear: str = "torch"
+) -> contextlib.AbstractContextManager[Any]:
+    """Autocast to ``dtype`` on ``device``; None: fp32, its linear layers on the ``linear`` library
+    (`linear_backend`: torch's own is a no-op context)."""
     if dtype is None:
-        return contextlib.nullcontext()
+        return fp32_linear(linear) if linear != "torch" else contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 

@@ -76,7 +76,6 @@ import torch
 from torch import Tensor, nn
 
 from albert._io import atomic_write_json
-from albert.model.fp32_linear import fp32_linear
 from albert.optim.schedules import ElapsedTimeLR
 from albert.train import checkpoint as ckpt_io
 from albert.train.batches import Batch, Epochs, batch_tokens, to_device
@@ -253,9 +252,7 @@ class Trainer:
         return self._wrapped
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        if self.fp32_linear != "torch":
-            return fp32_linear(self.fp32_linear)
-        return autocast(self.device, self.dtype)
+        return autocast(self.device, self.dtype, self.fp32_linear)
 
     # ------------------------------------------------------------------------------------------ the loop
     def fit(self, batches: Iterable[Batch], resume: bool | str | Path | None = None) -> TrainResult:
