@@ -212,7 +212,8 @@ def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
         f"pretraining minutes at {tokens_per_s:g} tokens/s" if tokens_per_s else "pretraining tokens (M)"
     )
     ax.set_ylabel("polarity dev accuracy, linear probe (%)")
-    ax.set_title("linear probe (bars: 2 s.e. of the paired difference); dashed: random init mean")
+    ax.set_title("polarity probe vs pretraining (bars: 2 s.e. of the difference to random init)", fontsize=10)
+    ax.set_xlim(left=0)
     ax.legend()
     fig.tight_layout()
     fig.savefig(out, dpi=120)
