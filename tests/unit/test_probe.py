@@ -228,6 +228,11 @@ def test_cli_bad_files_name_the_file(
     ragged = tmp_path / "ragged.csv"
     ragged.write_text("label,text\npos,a,b\n", encoding="utf-8")
     cases.append((["--model", str(model), "--train", str(ragged), "--dev", str(dev)], f"{ragged}:2"))
+    empty = tmp_path / "empty.csv"
+    empty.write_text("", encoding="utf-8")
+    cases.append(
+        (["--model", str(model), "--train", str(empty), "--dev", str(dev)], f"{empty}: no labelled rows")
+    )
     for args, message in cases:
         r = _main(capsys, "probe", *args)
         assert r.returncode == 1 and message in r.stderr and "Traceback" not in r.stderr, (args, r.stderr)

@@ -96,6 +96,9 @@ def _read(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
         train, dev = [train[i] for i in tr], [train[i] for i in dv]
     if args.train_limit:
         train = train[: args.train_limit]
+    for rows, source in ((train, args.train), (dev, args.dev or f"{args.train} (held-out part)")):
+        if not rows:
+            raise ValueError(f"{source}: no labelled rows")
     return train, dev
 
 
