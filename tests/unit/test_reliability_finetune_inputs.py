@@ -141,6 +141,13 @@ def test_spellings_of_one_label_are_an_error_naming_them(tmp_path: Path) -> None
         CustomTask(CustomData(train=g, dev=g))
     # a label set given explicitly is the user's: both spellings are classes then
     assert CustomTask(CustomData(train=g, dev=g, labels=("0", "1", "1.0"))).num_labels == 3
+    h = _csv(tmp_path / "a.csv", [("a", "pos"), ("b", "neg"), ("c", "positive"), ("d", "Negative")])
+    with pytest.raises(TaskDataError, match=r"abbreviations of each other.*'neg' \(1 rows\) / 'Negative'"):
+        CustomTask(CustomData(train=h, dev=h))
+    k = _csv(tmp_path / "k.csv", [("a", "sci"), ("b", "sports"), ("c", "science")])  # "sci" begins "science"
+    with pytest.raises(TaskDataError, match="'sci' .* / 'science'"):
+        CustomTask(CustomData(train=k, dev=k))
+    assert CustomTask(CustomData(train=k, dev=k, labels=("sci", "science", "sports"))).num_labels == 3
 
 
 def test_a_label_list_in_an_error_is_capped(tmp_path: Path) -> None:

@@ -11,7 +11,10 @@ be what the user meant, because training on it "works" and exits 0 (issue 22 ite
 * **variants of one label**: two labels that differ only in case, spacing or the spelling of a number
   (``pos`` / ``Pos``, ``1`` / ``1.0``) would be two classes: fix the file.
 
-Synonyms (``pos`` / ``positive``) are not caught: telling them apart from real classes needs the meaning.
+* **abbreviations of one label**: a word label of 3+ characters that begins another (``pos`` / ``positive``,
+  ``neg`` / ``Negative``): fix the file, or state the classes with ``--labels``.
+
+Synonyms that share no prefix (``good`` / ``positive``) are not caught: that needs the meaning.
 A label set given explicitly (``--labels``) is the user's statement and is not second-guessed; a label
 outside it is an error anyway. Every error line stays short: `short_list` shows the first labels and a
 count, never all of them (a line listing 600 texts was 70-141 KB).
@@ -96,4 +99,16 @@ def check_label_set(counts: Mapping[str, int], source: str, column: str) -> None
             f"{source}: labels in column {column!r} differ only in case, spacing or number format, so they "
             f"would be separate classes: {shown}{more}; make them one spelling in the file, or give the label "
             "set with --labels"
+        )
+    keys = sorted({k for k in groups if _number(k) is None}, key=len)
+    short = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :] if len(a) >= 3 and b.startswith(a)]
+    if short:
+        shown = "; ".join(
+            f"{short_list(groups[a][:1])} ({counts[groups[a][0]]} rows) / {short_list(groups[b][:1])} "
+            f"({counts[groups[b][0]]} rows)"
+            for a, b in short[:SHOWN]
+        )
+        raise TaskDataError(
+            f"{source}: labels in column {column!r} look like abbreviations of each other, so they would be "
+            f"separate classes: {shown}; make them one spelling in the file, or give the label set with --labels"
         )
