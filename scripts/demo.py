@@ -192,16 +192,17 @@ def standard_error(accuracy: float, n: float) -> float:
     return math.sqrt(max(accuracy * (1 - accuracy), 0.0) / max(n, 1.0))
 
 
-def verdict(name: str, got: float, floor: float, floor_name: str, se: float) -> str:
+def verdict(name: str, got: float, floor: float, floor_name: str, se: float, of: str = "") -> str:
     """``name`` relative to a floor: ABOVE / BELOW it when the difference exceeds two standard errors
-    ``se``, else AT it (indistinguishable on this many held-out items)."""
+    ``se`` (``of``: what they are over, said after them), else AT it (indistinguishable on this many
+    held-out items)."""
     if math.isnan(got):
         return f"{name}: not measured"
     diff = got - floor
     word = "ABOVE" if diff > 2 * se else "BELOW" if diff < -2 * se else "AT"
     return (
         f"{name}: {word} {floor_name} ({got:.1%} vs {floor:.1%}: {diff * 100:+.1f} points, "
-        f"two standard errors {2 * se * 100:.1f})"
+        f"two standard errors {2 * se * 100:.1f}{of})"
     )
 
 
@@ -421,8 +422,8 @@ def finetune_polarity(out: Path, pretrained: Path, seeds: int, minilm: bool) -> 
         print(f"{label:<46}{m:>8.1%}{2 * se:>8.1%}  {', '.join(f'{a:.1%}' for a in accs)}")
     print(f"{'(context) transformers on MiniLM, 2 epochs':<46}{FINETUNE_REFERENCE:>8.1%}")
     (pm, pse), (rm, rse) = stats[runs[0][0]], stats[runs[1][0]]
-    line = verdict_of_means("fine-tuned pretrained small ALBERT", pm, rm, math.hypot(pse, rse),
-                            "random initialization")  # fmt: skip
+    line = verdict("fine-tuned pretrained small ALBERT", pm, rm, "random initialization", math.hypot(pse, rse),
+                   " over the seeds")  # fmt: skip
     print(line)
     return [line]
 
@@ -444,15 +445,6 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     if n < 2:
         return m, 0.0
     return m, math.sqrt(sum((v - m) ** 2 for v in values) / (n - 1) / n)
-
-
-def verdict_of_means(name: str, got: float, ref: float, se: float, ref_name: str) -> str:
-    diff = got - ref
-    word = "ABOVE" if diff > 2 * se else "BELOW" if diff < -2 * se else "AT"
-    return (
-        f"{name}: {word} {ref_name} ({got:.1%} vs {ref:.1%}: {diff * 100:+.1f} points, two standard errors "
-        f"{2 * se * 100:.1f} over the seeds)"
-    )
 
 
 if __name__ == "__main__":
