@@ -9,8 +9,10 @@ For each pretraining run directory given, every checkpoint (``checkpoints/step-*
   last layer, median over features; ~0 when the encoder ignores its input), on the first batch of
   ``--heldout``;
 * the linear probe on the sentence-polarity set (``albert probe``: frozen mean-pooled features, logistic
-  regression with C by 5-fold CV; fixed 80/20 split, seed 0; length 64), compared, paired over the 800 dev
-  sentences, with ``--random-seeds`` random initializations of the same architecture.
+  regression with C by 5-fold CV; length 64), by default cross-fitted (``--outer-folds 5``: every one of the
+  4,000 sentences scored by a probe fitted without it), else on the fixed 80/20 split (seed 0, 800 dev
+  sentences; ``--outer-folds 0``), compared, paired over the scored sentences, with ``--random-seeds``
+  random initializations of the same architecture.
 
     python scripts/transfer.py runs/study/base runs/study/ubias --heldout runs/demo/data/heldout \\
         --report docs/transfer-study.json
@@ -36,12 +38,14 @@ DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))
 POLARITY = DATA / "polarity" / "polarity-en-pang-lee.csv"
 
 
-def polarity_split() -> tuple[list[Any], list[Any]]:
-    """The demo's polarity split: 3200 train / 800 dev, seed 0 (as `albert finetune custom --dev-fraction 0.2
-    --split-seed 0`)."""
+def polarity_split(outer_folds: int) -> tuple[list[Any], list[Any]]:
+    """All 4,000 sentences and no dev part (cross-fitted with ``outer_folds``), or the demo's fine-tuning
+    split: 3200 train / 800 dev, seed 0 (as `albert finetune custom --dev-fraction 0.2 --split-seed 0`)."""
     from albert.tasks.custom import CustomData, holdout_split, read_file
 
     rows = read_file(CustomData(columns=("label", "text")), POLARITY, labelled=True, split="train")
+    if outer_folds:
+        return rows, []
     tr, dv = holdout_split(len(rows), 0.2, 0)
     return [rows[i] for i in tr], [rows[i] for i in dv]
 
@@ -97,7 +101,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", type=Path, help="pretraining run directories")
     ap.add_argument("--heldout", type=Path, required=True, help="held-out DATA_DIR (the spread's batch)")
-    ap.add_argument("--random-seeds", type=int, default=3)
+    ap.add_argument("--random-seeds", type=int, default=5)
+    ap.add_argument(
+        "--outer-folds", type=int, default=5, help="cross-fitted probe over all rows (0: 80/20 split)"
+    )
     ap.add_argument("--report", type=Path, required=True, help="JSON report (rows are appended/kept by key)")
     ap.add_argument("--plot", type=Path, help="PNG: probe accuracy against pretraining tokens")
     ap.add_argument("--threads", type=int, default=None)
@@ -115,7 +122,8 @@ def main() -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    train, dev = polarity_split()
+    train, dev = polarity_split(args.outer_folds)
+    folds = {"outer_folds": args.outer_folds}
     config = ProbeConfig(max_seq_length=64)
     report: dict[str, Any] = json.loads(args.report.read_text()) if args.report.is_file() else {}
     rows: dict[str, Any] = report.setdefault("rows", {})
@@ -138,11 +146,13 @@ def main() -> int:
         if not targets:
             continue
         # the random initializations of this architecture and vocabulary, probed once for all runs sharing them
-        key0 = f"random/{architecture_key(targets[0][1])}"
+        key0 = f"random/{architecture_key(targets[0][1])}/outer-folds-{args.outer_folds}"
         if key0 not in rows:
             randoms = []
             for seed in range(1, args.random_seeds + 1):
-                r = run_probe(targets[0][1], train, dev, config, random_init=True, init_seed=seed).to_dict()
+                r = run_probe(
+                    targets[0][1], train, dev, config, random_init=True, init_seed=seed, **folds
+                ).to_dict()
                 enc, _ = load_encoder(targets[0][1], random_init=True, seed=seed)
                 r["spread"] = representation_spread(enc, batch)
                 randoms.append(r)
@@ -152,7 +162,7 @@ def main() -> int:
             key = f"{run}/{path.name}"
             if key in rows:
                 continue
-            probe = run_probe(path, train, dev, config).to_dict()
+            probe = run_probe(path, train, dev, config, **folds).to_dict()
             enc, _ = load_encoder(path)
             row = {
                 "run": str(run),
@@ -211,7 +221,7 @@ def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
     ax.set_xlabel(
         f"pretraining minutes at {tokens_per_s:g} tokens/s" if tokens_per_s else "pretraining tokens (M)"
     )
-    ax.set_ylabel("polarity dev accuracy, linear probe (%)")
+    ax.set_ylabel("polarity accuracy, linear probe (%; cross-fitted: every sentence held out once)")
     ax.set_title("polarity probe vs pretraining (bars: 2 s.e. of the difference to random init)", fontsize=10)
     ax.set_xlim(left=0)
     ax.legend()

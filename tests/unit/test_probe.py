@@ -19,6 +19,7 @@ from albert.tasks.probe import (
     ProbeError,
     _standardize,
     fit_logistic_regression,
+    probe_crossfit,
     probe_features,
 )
 
@@ -129,6 +130,56 @@ def test_constant_features_of_a_collapsed_encoder_give_the_majority() -> None:
     x = np.ones((30, 8))
     res = probe_features(x, y, x, y, ["a", "b"], ProbeConfig())
     assert res.dev_accuracy == pytest.approx(20 / 30) == res.majority_accuracy
+
+
+def test_crossfit_scores_every_row_by_a_probe_that_never_saw_it() -> None:
+    rng = np.random.default_rng(3)
+    y = np.arange(300) % 2
+    x = rng.normal(size=(300, 12))
+    x[:, 0] += 2.5 * (2 * y - 1)
+    res = probe_crossfit(x, y, ["a", "b"], ProbeConfig(), outer_folds=5)
+    assert res.num_dev == res.num_train == 300 and len(res.extra["dev_correct"]) == 300
+    assert res.dev_accuracy > 0.9 and len(res.extra["c_per_fold"]) == 5
+    # labels that no feature carries: a probe scored on rows it was fitted on would beat chance (300 rows,
+    # 12 features: train accuracy ~0.6); every row held out of its own fit stays at chance
+    noise = probe_crossfit(x[:, 1:], rng.permutation(y), ["a", "b"], ProbeConfig(), outer_folds=5)
+    assert 0.4 < noise.dev_accuracy < 0.6, noise
+    # a row's 0/1 is that of the fold's own probe: refit one fold by hand and compare
+    from albert.tasks.probe import _folds, _standardize, choose_c
+
+    fold = _folds(y, 5, ProbeConfig().seed + 7919)[2]
+    held = np.zeros(300, dtype=bool)
+    held[fold] = True
+    c, _ = choose_c(x[~held], y[~held], 2, ProbeConfig())
+    xtr, xte = _standardize(x[~held], x[held])
+    w, b = fit_logistic_regression(xtr, y[~held], 2, c)
+    expected = ((xte @ w + b).argmax(1) == y[held]).astype(int)
+    assert np.array(res.extra["dev_correct"])[held].tolist() == expected.tolist()
+    with pytest.raises(ProbeError, match="fewer than the 5 outer x 5 inner"):
+        probe_crossfit(x[:40], y[:40], ["a", "b"], ProbeConfig(), outer_folds=5)
+
+
+def test_cli_outer_folds_scores_all_rows(
+    tiny: tuple[Path, Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    model, train, dev = tiny
+    r = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--outer-folds", "4",
+              "--max-seq-length", "16", "--compare-random-init", "2", "--json")  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    p = report["probe"]
+    assert (p["num_train"], p["num_dev"], p["outer_folds"], len(p["dev_correct"])) == (160, 160, 4, 160)
+    assert p["dev_accuracy"] >= 0.9 and all(len(x["dev_correct"]) == 160 for x in report["random_init"])
+    assert report["comparison"]["standard_error_from"].startswith("paired")
+    text = _main(capsys, "probe", "--model", str(model), "--train", str(train), "--outer-folds", "4",
+                 "--max-seq-length", "16")  # fmt: skip
+    assert (
+        "160 rows each scored once (4 outer folds)" in text.stdout and "cross-fitted accuracy" in text.stdout
+    )
+    bad = _main(
+        capsys, "probe", "--model", str(model), "--train", str(train), "--dev", str(dev), "--outer-folds", "4"
+    )
+    assert bad.returncode == 1 and "--outer-folds" in bad.stderr and "no --dev" in bad.stderr
 
 
 def test_compare_verdicts() -> None:

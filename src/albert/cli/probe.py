@@ -39,6 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--text-pair-column", help="column with the second text of sentence-pair sets")
     g.add_argument("--label-column", default="label", help="column with the label (default: label)")
     g.add_argument("--train-limit", type=int, help="use only the first N training rows (after the split)")
+    g.add_argument("--outer-folds", type=int, default=0, metavar="K",
+                   help="score EVERY row of --train instead of a held-out part: K outer folds, each predicted "
+                   "by a probe fitted (C by inner cross-validation) on the others -- nested cross-validation; "
+                   "a comparison then pairs all rows, not a fifth of them (no --dev with it)")  # fmt: skip
     g = p.add_argument_group("probe")
     g.add_argument("--pooling", choices=("mean", "cls", "pooled"), default="mean",
                    help="text vector: mean of the last layer over real tokens (default), its [CLS], or the pooler")  # fmt: skip
@@ -66,6 +70,11 @@ def _check(args: argparse.Namespace) -> None:
         raise ValueError(f"--dev-fraction: must be in (0, 1), got {args.dev_fraction}")
     if args.compare_random_init < 0:
         raise ValueError(f"--compare-random-init: must be >= 0, got {args.compare_random_init}")
+    if args.outer_folds and (args.outer_folds < 2 or args.dev is not None):
+        raise ValueError(
+            f"--outer-folds: must be >= 2 and scores every row of --train, so no --dev (got {args.outer_folds}"
+            + (f", --dev {args.dev})" if args.dev is not None else ")")
+        )
     if args.random_init and args.compare_random_init:
         raise ValueError("--random-init and --compare-random-init: choose one")
     if args.output is not None:  # its folder made (or refused) now, not after minutes of encoding
@@ -91,13 +100,15 @@ def _read(args: argparse.Namespace) -> tuple[list[Any], list[Any]]:
     train = read_file(data, args.train, labelled=True, split="train")
     if args.dev is not None:
         dev = read_file(data, args.dev, labelled=True, split="dev")
+    elif args.outer_folds:  # every row is scored by the cross-fitted probe: no held-out part
+        dev = []
     else:
         tr, dv = holdout_split(len(train), args.dev_fraction, args.split_seed)
         train, dev = [train[i] for i in tr], [train[i] for i in dv]
     if args.train_limit:
         train = train[: args.train_limit]
     for rows, source in ((train, args.train), (dev, args.dev or f"{args.train} (held-out part)")):
-        if not rows:
+        if not rows and not (args.outer_folds and rows is dev):
             raise ValueError(f"{source}: no labelled rows")
     return train, dev
 
@@ -155,12 +166,19 @@ def run(args: argparse.Namespace) -> int:
         seed=args.seed,
     )
     train, dev = _read(args)
-    probed = run_probe(args.model, train, dev, config, random_init=args.random_init, init_seed=args.init_seed)
+    probed = run_probe(
+        args.model, train, dev, config, random_init=args.random_init, init_seed=args.init_seed,
+        outer_folds=args.outer_folds,
+    )  # fmt: skip
     main = probed.to_dict()
     report: dict[str, Any] = {"probe": main}
     randoms = []
     for seed in range(1, args.compare_random_init + 1):  # the same folds, other weights
-        randoms.append(run_probe(args.model, train, dev, config, random_init=True, init_seed=seed).to_dict())
+        randoms.append(
+            run_probe(
+                args.model, train, dev, config, random_init=True, init_seed=seed, outer_folds=args.outer_folds
+            ).to_dict()
+        )
     if randoms:
         report["random_init"] = randoms
         report["comparison"] = compare(main, randoms)
@@ -178,10 +196,16 @@ def run(args: argparse.Namespace) -> int:
 def format_report(report: dict[str, Any]) -> str:
     p = report["probe"]
     what = "random init (seed {})".format(p["seed"]) if p["random_init"] else str(p["model"])
+    rows = (
+        f"{p['num_train']} rows each scored once ({p['outer_folds']} outer folds)"
+        if p.get("outer_folds")
+        else f"{p['num_train']} train / {p['num_dev']} dev rows"
+    )
+    scored = "cross-fitted" if p.get("outer_folds") else "dev"
     lines = [
-        f"linear probe of {what}: pooling {p['pooling']}, {p['num_features']} features, "
-        f"{p['num_train']} train / {p['num_dev']} dev rows, {len(p['labels'])} labels",
-        f"  dev accuracy {p['dev_accuracy']:.1%} (two standard errors {2 * p['dev_standard_error']:.1%}); "
+        f"linear probe of {what}: pooling {p['pooling']}, {p['num_features']} features, {rows}, "
+        f"{len(p['labels'])} labels",
+        f"  {scored} accuracy {p['dev_accuracy']:.1%} (two standard errors {2 * p['dev_standard_error']:.1%}); "
         f"cross-validated {p['cv_accuracy']:.1%} at C={p['c']:g}; train {p['train_accuracy']:.1%}; "
         f"majority class {p['majority_accuracy']:.1%}",
         f"  feature spread across texts (median std) {p['feature_spread']:.4g}; "

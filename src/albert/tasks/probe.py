@@ -280,6 +280,54 @@ def probe_features(
     )
 
 
+def probe_crossfit(
+    x: np.ndarray, y: np.ndarray, labels: Sequence[str], config: ProbeConfig, outer_folds: int
+) -> ProbeResult:
+    """Score every row once (nested cross-validation, "cross-fitting"): the rows are dealt into
+    ``outer_folds`` stratified folds; each fold is predicted by a probe fitted on the other folds, its C
+    chosen by the inner cross-validation of `choose_c` on those rows only, so no row ever helps to choose
+    or fit the probe that scores it. The "dev" accuracy is then over all N rows instead of a held-out fifth:
+    on the demo's 4,000 polarity sentences the paired standard error of a comparison shrinks by about
+    sqrt(5) against the 800-row split, the same data, no row scored by a probe that saw it."""
+    t0 = time.perf_counter()
+    k = len(labels)
+    counts = np.bincount(y, minlength=k)
+    if outer_folds < 2:
+        raise ProbeError(f"outer_folds must be >= 2 (got {outer_folds})")
+    if counts.min() < outer_folds * config.folds:
+        rare = labels[int(counts.argmin())]
+        raise ProbeError(
+            f"class {rare!r} has {int(counts.min())} row(s), fewer than the {outer_folds} outer x "
+            f"{config.folds} inner cross-validation folds; add rows or lower the folds"
+        )
+    correct = np.zeros(len(y), dtype=bool)
+    chosen, train_accs, cv_accs = [], [], []
+    # a fold seed of its own, so that the outer split is not the inner one of the whole set
+    for fold in _folds(y, outer_folds, config.seed + 7919):
+        held = np.zeros(len(y), dtype=bool)
+        held[fold] = True
+        c, cv = choose_c(x[~held], y[~held], k, config)
+        xtr, xte = _standardize(x[~held], x[held])
+        w, b = fit_logistic_regression(xtr, y[~held], k, c)
+        correct[held] = (xte @ w + b).argmax(1) == y[held]
+        chosen.append(c)
+        cv_accs.append(cv)
+        train_accs.append(_accuracy(xtr, y[~held], w, b))
+    return ProbeResult(
+        dev_accuracy=float(correct.mean()),
+        train_accuracy=float(np.mean(train_accs)),
+        cv_accuracy=float(np.mean(cv_accs)),
+        c=float(np.median(chosen)),
+        majority_accuracy=float(counts.max() / counts.sum()),
+        labels=list(labels),
+        num_train=len(y),
+        num_dev=len(y),
+        num_features=x.shape[1],
+        seconds=time.perf_counter() - t0,
+        extra={"dev_correct": correct.astype(int).tolist(), "outer_folds": outer_folds, "c_per_fold": chosen},
+    )
+
+
 # ---------------------------------------------------------------------------------------------- data + model
 def label_ids(train: Sequence[Example], dev: Sequence[Example]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(label set, train ids, dev ids); the label set is the sorted training labels, and a dev label
@@ -330,17 +378,24 @@ def run_probe(
     *,
     random_init: bool = False,
     init_seed: int = 0,
+    outer_folds: int = 0,
 ) -> ProbeResult:
     """Encode ``train`` and ``dev`` with the frozen encoder of ``model_dir`` (with ``random_init``: the
     same architecture, weights drawn under ``init_seed``) and fit the probe. The folds' seed is
-    ``config.seed`` either way, so that probes compared with each other share their folds."""
+    ``config.seed`` either way, so that probes compared with each other share their folds. With
+    ``outer_folds`` (and an empty ``dev``) every row of ``train`` is scored once by `probe_crossfit`."""
+    if outer_folds and dev:
+        raise ProbeError("outer_folds scores every training row; give no dev rows with it")
     labels, y_train, y_dev = label_ids(train, dev)
     t0 = time.perf_counter()
     encoder, tokenizer = load_encoder(model_dir, random_init=random_init, seed=init_seed)
     x_train = encode(encoder, tokenizer, [e.texts for e in train], config)
-    x_dev = encode(encoder, tokenizer, [e.texts for e in dev], config)
+    x_dev = encode(encoder, tokenizer, [e.texts for e in dev], config) if dev else x_train[:0]
     encode_s = time.perf_counter() - t0
-    result = probe_features(x_train, y_train, x_dev, y_dev, labels, config)
+    if outer_folds:  # every training row scored once; there is no separate dev set
+        result = probe_crossfit(x_train, y_train, labels, config, outer_folds)
+    else:
+        result = probe_features(x_train, y_train, x_dev, y_dev, labels, config)
     # the spread of the features across texts: ~0 for a collapsed encoder (every text the same vector)
     spread = float(np.median(x_train.std(0)))
     result.extra.update(
