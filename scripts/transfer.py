@@ -109,6 +109,9 @@ def main() -> int:
     ap.add_argument("--plot", type=Path, help="PNG: probe accuracy against pretraining tokens")
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--tokens-per-s", type=float, help="plot against minutes at this training speed")
+    ap.add_argument(
+        "--names", nargs="+", help="legend names of the runs, in their order (default: folder names)"
+    )
     ap.add_argument("--only-final", action="store_true", help="probe only each run's model/ directory")
     ap.add_argument("--max-step", type=int, help="probe only checkpoints up to this step")
     args = ap.parse_args()
@@ -186,11 +189,14 @@ def main() -> int:
                 flush=True,
             )
     if args.plot:
-        plot(rows, args.plot, args.tokens_per_s)
+        if args.names and len(args.names) != len(args.runs):
+            ap.error(f"--names: {len(args.names)} names for {len(args.runs)} runs")
+        names = {str(run): name for run, name in zip(args.runs, args.names or [])}
+        plot(rows, args.plot, args.tokens_per_s, names)
     return 0
 
 
-def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
+def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None, names: dict[str, str]) -> None:
     per = tokens_per_s * 60 / 1e6 if tokens_per_s else 1.0
     import matplotlib
 
@@ -217,12 +223,15 @@ def plot(rows: dict[str, Any], out: Path, tokens_per_s: float | None) -> None:
         )
         if pts:
             x, y, e = zip(*pts)
-            ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=Path(run).name)
+            ax.errorbar(x, y, yerr=e, marker="o", capsize=3, label=names.get(run, Path(run).name))
     ax.set_xlabel(
         f"pretraining minutes at {tokens_per_s:g} tokens/s" if tokens_per_s else "pretraining tokens (M)"
     )
-    ax.set_ylabel("polarity accuracy, linear probe (%; cross-fitted: every sentence held out once)")
-    ax.set_title("polarity probe vs pretraining (bars: 2 s.e. of the difference to random init)", fontsize=10)
+    ax.set_ylabel("polarity accuracy, linear probe (%)")
+    ax.set_title(
+        "cross-fitted polarity probe vs pretraining (4,000 sentences; bars: 2 s.e. of the difference to random init)",
+        fontsize=9,
+    )
     ax.set_xlim(left=0)
     ax.legend()
     fig.tight_layout()
