@@ -45,23 +45,25 @@ from demo import MINILM, REPO, albert, standard_error  # noqa: E402
 from sop_vs_nsp import LR, STUDY_SETTINGS, write_corpus  # noqa: E402
 
 log = logging.getLogger("sop_supervised")
-LABELS = ("in_order", "swapped")  # FLAG_LABEL unset / set: the pretraining head's class ids 0 / 1
+# FLAG_LABEL unset / set (the pretraining head's class ids 0 / 1), per --task; nsp is the positive control:
+# the same pipeline on pairs whose label is a topic shift (B from another document half of the time)
+TASK_LABELS = {"sop": ("in_order", "swapped"), "nsp": ("next", "random")}
 
 
-def prepare_sop(work: Path) -> dict[str, Path]:
-    """``albert prepare --task sop`` over sop_vs_nsp.py's corpus: the same arguments, the same seed."""
+def prepare_task(work: Path, task: str = "sop") -> dict[str, Path]:
+    """``albert prepare --task TASK`` over sop_vs_nsp.py's corpus: the same arguments, the same seed."""
     corpus = write_corpus(work / "corpus")
     dirs = {}
     for split in ("train", "heldout"):
-        d = dirs[split] = work / "data" / "sop" / split
+        d = dirs[split] = work / "data" / task / split
         if not (d / "manifest.json").exists():
             albert("prepare", "--input", str(corpus[split]), "--tokenizer", str(MINILM), "--output", str(d),
-                   "--max-seq-length", "128", "--task", "sop", "--dupe-factor", "1", "--seed", "12345",
+                   "--max-seq-length", "128", "--task", task, "--dupe-factor", "1", "--seed", "12345",
                    "--workers", "2")  # fmt: skip
     return dirs
 
 
-def shards_to_csv(data_dir: Path, out: Path, tok: Any) -> dict[str, int]:
+def shards_to_csv(data_dir: Path, out: Path, tok: Any, task: str = "sop") -> dict[str, int]:
     """The SOP instances of ``data_dir`` as csv rows (a, b, label), ``tok`` (DATA_DIR's tokenizer) decoding
     the ids; B-from-another-document ones left out. Counts in ``out`` with suffix .json; cached."""
     from albert.data import ShardReader, load_manifest
@@ -80,13 +82,13 @@ def shards_to_csv(data_dir: Path, out: Path, tok: Any) -> dict[str, int]:
             tokens = r["tokens"]
             for inst in r["instances"]:
                 a_start, b_start, a_len, b_len, flags = (int(inst[i]) for i in (0, 1, 2, 3, 5))
-                if flags & FLAG_RANDOM_B:
+                if flags & FLAG_RANDOM_B and task == "sop":
                     stats["random_b_left_out"] += 1
                     continue
                 a = tok.decode(tokens[a_start : a_start + a_len].tolist())
                 b = tok.decode(tokens[b_start : b_start + b_len].tolist())
                 swapped = bool(flags & FLAG_LABEL)
-                w.writerow([a, b, LABELS[swapped]])
+                w.writerow([a, b, TASK_LABELS[task][swapped]])
                 stats["rows"] += 1
                 stats["swapped"] += swapped
             r.close()
@@ -97,9 +99,9 @@ def shards_to_csv(data_dir: Path, out: Path, tok: Any) -> dict[str, int]:
 
 def finetune(work: Path, csvs: dict[str, Path], lr: str, seed: int, args: argparse.Namespace) -> dict:
     """One ``albert finetune custom`` run (skipped when finished): its final dev accuracy and last loss."""
-    run = work / "finetune" / f"lr{lr}-seed{seed}"
+    run = work / "finetune" / f"{'' if args.task == 'sop' else args.task + '-'}lr{lr}-seed{seed}"
     cmd = ["finetune", "custom", "--init", str(MINILM), "--train", str(csvs["train"]), "--dev", str(csvs["dev"]),
-           "--text-column", "a", "--text-pair-column", "b", "--labels", ",".join(LABELS), "--name", "sop",
+           "--text-column", "a", "--text-pair-column", "b", "--labels", ",".join(TASK_LABELS[args.task]), "--name", args.task,
            "--max-seq-length", "128", "--batch-size", "32", "--train-steps", str(args.steps),
            "--learning-rate", lr, "--warmup-fraction", "0.1", "--eval-every", str(args.steps), "--seed", str(seed),
            "--save-every-minutes", "0", "--no-test", "--no-progress", "--output", str(run)]  # fmt: skip
@@ -156,6 +158,31 @@ def pretrain_variant(work: Path, data_dir: Path, variant: str, args: argparse.Na
     }
 
 
+def plot(work: Path, png: Path) -> None:
+    """SOP training loss over steps: every finished fine-tuning run (solid) and --pretrain run (dashed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for kind, key, style in (("finetune", "loss", "-o"), ("pretrain", "sop_loss", "--")):
+        for run in sorted((work / kind).glob("*")):
+            if not (run / "result.json").exists():
+                continue
+            rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
+            rows = [r for r in rows if key in r and "eval_accuracy" not in r]
+            label = f"supervised {run.name}" if kind == "finetune" else f"pretraining {run.name} (SOP loss)"
+            ax.plot([r["step"] for r in rows], [r[key] for r in rows], style, lw=1, ms=3, label=label)
+    ax.axhline(math.log(2), color="grey", lw=1, alpha=0.6, label="ln 2 = 0.693 (chance)")
+    ax.set(xlabel="optimizer step (batch 32 pairs)", ylabel="training SOP loss (mean since the last log)",
+           title="MiniLM on sentence order: supervised fine-tuning vs continued pretraining")  # fmt: skip
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    log.info("wrote %s", png)
+
+
 def summarize(results: dict[tuple[str, int], dict], n_dev: int) -> list[str]:
     lines = ["| lr | seeds | steps | dev accuracy per seed (± 2 s.e. binomial) | mean ± 2 s.e. across seeds | last train loss |",
              "|---|---|---|---|---|---|"]  # fmt: skip
@@ -178,6 +205,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=450, help="optimizer steps of batch 32 per run")
     ap.add_argument("--lrs", nargs="+", default=["1e-5", "3e-5", "1e-4"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1])
+    ap.add_argument("--task", choices=tuple(TASK_LABELS), default="sop", help="nsp: the positive control")
     ap.add_argument("--train-limit", type=int, default=None, help="first N training pairs (smoke)")
     ap.add_argument(
         "--pretrain", nargs="*", default=[], metavar="NAME[:KEY=VALUE,...]",
@@ -185,6 +213,9 @@ def main() -> int:
     )  # fmt: skip
     ap.add_argument(
         "--pretrain-steps", type=int, default=150, help="optimizer steps of batch 32 per --pretrain run"
+    )
+    ap.add_argument(
+        "--plot", type=Path, help="only draw the SOP loss curves of the finished runs to this png"
     )
     args = ap.parse_args()
     for lr in args.lrs:
@@ -198,13 +229,16 @@ def main() -> int:
         ap.error(f"--steps must be >= 1 (got {args.steps})")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work: Path = args.out.resolve()
-    dirs = prepare_sop(work)
-    csvs = {"train": work / "sop_train.csv", "dev": work / "sop_dev.csv"}
+    if args.plot:
+        plot(work, args.plot)
+        return 0
+    dirs = prepare_task(work, args.task)
+    csvs = {"train": work / f"{args.task}_train.csv", "dev": work / f"{args.task}_dev.csv"}
     from albert.tokenizer import load_tokenizer
 
     tok = load_tokenizer(MINILM)
     stats = {
-        name: shards_to_csv(dirs[split], csvs[name], tok)
+        name: shards_to_csv(dirs[split], csvs[name], tok, args.task)
         for name, split in (("train", "train"), ("dev", "heldout"))
     }
     log.info("pairs: %s", stats)
@@ -217,7 +251,7 @@ def main() -> int:
         for name, r in pre.items():
             print(f"| {name} | {r['changes'] or '-'} | {r['steps']} | {r['sop_loss_end']:.3f} | {r['sop_accuracy_end']:.1%} | "
                   f"{r['sop_loss_min']:.3f} | {r['mlm_loss_end']:.3f} |")  # fmt: skip
-        print("\n".join(COMMANDS))
+        print("\n".join(c.replace(f"{REPO}/", "") for c in COMMANDS))
         old = json.loads((work / "pretrain.json").read_text()) if (work / "pretrain.json").exists() else {}
         (work / "pretrain.json").write_text(json.dumps({**old, **pre}, indent=1))
         return 0
@@ -228,7 +262,7 @@ def main() -> int:
     print(
         f"dev: {n_dev} pairs ({stats['dev']['swapped'] / n_dev:.1%} swapped); train: {stats['train']['rows']} pairs"
     )
-    print("\n".join(COMMANDS))
+    print("\n".join(c.replace(f"{REPO}/", "") for c in COMMANDS))
     summary = {f"lr{lr}-seed{s}": {"dev": r["dev"], "last_loss": r["last_loss"], "result": r["result"]}
                for (lr, s), r in results.items()}  # fmt: skip
     (work / "summary.json").write_text(json.dumps({"pairs": stats, "runs": summary}, indent=1))

@@ -471,8 +471,19 @@ def write_report(args: argparse.Namespace, runs: dict[str, Path], evals: dict, f
     lines += ["## Commands", "", "```", *commands, "```", "",
               f"Machine: {machine()}; {args.threads} torch threads for pretraining; the 2 cores were shared "
               "with other work during the runs, so the step counts above are what this machine gave.", ""]  # fmt: skip
-    DOC.write_text("\n".join(lines), encoding="utf-8")
+    DOC.write_text("\n".join(lines) + kept_section(), encoding="utf-8")
     log.info("wrote %s (%s)", DOC, stage)
+
+
+KEEP = ("<!-- begin: scripts/sop_supervised.py -->", "<!-- end: scripts/sop_supervised.py -->")
+
+
+def kept_section() -> str:
+    """The section of DOC between the KEEP markers (written by hand from ``scripts/sop_supervised.py``'s
+    runs), carried over when this script rewrites the report; '' when DOC has none."""
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else ""
+    start, end = text.find(KEEP[0]), text.find(KEEP[1])
+    return "\n" + text[start : end + len(KEEP[1])] + "\n" if 0 <= start < end else ""
 
 
 def main() -> int:
