@@ -99,8 +99,12 @@ def shards_to_csv(data_dir: Path, out: Path, tok: Any, task: str = "sop") -> dic
 
 def finetune(work: Path, csvs: dict[str, Path], lr: str, seed: int, args: argparse.Namespace) -> dict:
     """One ``albert finetune custom`` run (skipped when finished): its final dev accuracy and last loss."""
-    run = work / "finetune" / f"{'' if args.task == 'sop' else args.task + '-'}lr{lr}-seed{seed}"
-    cmd = ["finetune", "custom", "--init", str(MINILM), "--train", str(csvs["train"]), "--dev", str(csvs["dev"]),
+    run = (
+        work
+        / "finetune"
+        / f"{'' if args.task == 'sop' else args.task + '-'}lr{lr}-seed{seed}-steps{args.steps}"
+    )
+    cmd = ["finetune", "custom", "--model", str(MINILM), "--train", str(csvs["train"]), "--dev", str(csvs["dev"]),
            "--text-column", "a", "--text-pair-column", "b", "--labels", ",".join(TASK_LABELS[args.task]), "--name", args.task,
            "--max-seq-length", "128", "--batch-size", "32", "--train-steps", str(args.steps),
            "--learning-rate", lr, "--warmup-fraction", "0.1", "--eval-every", str(args.steps), "--seed", str(seed),
@@ -108,7 +112,7 @@ def finetune(work: Path, csvs: dict[str, Path], lr: str, seed: int, args: argpar
     if args.train_limit:
         cmd += ["--train-limit", str(args.train_limit)]
     COMMANDS.append(shlex.join(("albert", *cmd)))
-    if not (run / "result.json").exists():
+    if not finished(run):
         t0 = time.time()
         albert(*cmd, *(["--overwrite"] if run.exists() else []))
         log.info("lr %s seed %d: %.0f s", lr, seed, time.time() - t0)
@@ -128,6 +132,12 @@ def read_run(run: Path) -> dict:
 COMMANDS: list[str] = []
 
 
+def finished(run: Path) -> bool:
+    """A run that reached its steps (a run stopped by a signal also writes result.json: not finished)."""
+    res = run / "result.json"
+    return res.exists() and json.loads(res.read_text()).get("stop_reason") == "max_steps"
+
+
 def pretrain_variant(work: Path, data_dir: Path, variant: str, args: argparse.Namespace) -> dict:
     """A short ``albert pretrain`` from MiniLM on the SOP training set: the continued pretraining of
     ``scripts/sop_vs_nsp.py`` (lr 1e-4, heads and pooler x10, its STUDY_SETTINGS) but laid over
@@ -142,7 +152,7 @@ def pretrain_variant(work: Path, data_dir: Path, variant: str, args: argparse.Na
     cmd = ["pretrain", "--recipe", "demo", "--model", str(MINILM), "--data-dir", str(data_dir),
            "--tokenizer", str(MINILM), "--output", str(run), *(a for kv in sets for a in ("--set", kv))]  # fmt: skip
     COMMANDS.append(shlex.join(("albert", *cmd)))
-    if not (run / "result.json").exists():
+    if not finished(run):
         albert(*cmd, *(["--overwrite"] if run.exists() else []))
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     rows = [r for r in rows if "sop_loss" in r]
@@ -168,14 +178,17 @@ def plot(work: Path, png: Path) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for kind, key, style in (("finetune", "loss", "-o"), ("pretrain", "sop_loss", "--")):
         for run in sorted((work / kind).glob("*")):
-            if not (run / "result.json").exists():
+            if not finished(run):
                 continue
             rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x.strip()]
             rows = [r for r in rows if key in r and "eval_accuracy" not in r]
-            label = f"supervised {run.name}" if kind == "finetune" else f"pretraining {run.name} (SOP loss)"
+            label = (
+                f"pretraining {run.name} (its SOP loss)" if kind == "pretrain" else f"supervised {run.name}"
+            )
+            label += " (NSP: the positive control)" if run.name.startswith("nsp-") else ""
             ax.plot([r["step"] for r in rows], [r[key] for r in rows], style, lw=1, ms=3, label=label)
     ax.axhline(math.log(2), color="grey", lw=1, alpha=0.6, label="ln 2 = 0.693 (chance)")
-    ax.set(xlabel="optimizer step (batch 32 pairs)", ylabel="training SOP loss (mean since the last log)",
+    ax.set(xlabel="optimizer step (batch 32 pairs)", ylabel="training pair loss (mean since the last log)",
            title="MiniLM on sentence order: supervised fine-tuning vs continued pretraining")  # fmt: skip
     ax.legend(fontsize=7)
     fig.tight_layout()

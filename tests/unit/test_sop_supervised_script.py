@@ -59,3 +59,18 @@ def test_pairs_carry_the_order_label_and_leave_out_random_b(script, tok, tmp_pat
         assert r["label"] == ("in_order" if opens == "a" else "swapped"), r
     # cached: a second call reads the counts back instead of rewriting the file
     assert script.shards_to_csv(data, tmp_path / "pairs.csv", tok) == stats
+
+
+def test_sop_vs_nsp_keeps_the_supervised_section_when_it_rewrites_its_report(script, tmp_path, monkeypatch):
+    study = sys.modules["sop_vs_nsp"]  # imported by sop_supervised.py
+    doc = tmp_path / "sop_vs_nsp.md"
+    monkeypatch.setattr(study, "DOC", doc)
+    assert study.kept_section() == ""  # no report yet
+    begin, end = study.KEEP
+    doc.write_text(
+        f"# old tables\n\n{begin}\n## Supervised\n\n| a | b |\n{end}\n\nold footer\n", encoding="utf-8"
+    )
+    kept = study.kept_section()
+    assert kept == f"\n{begin}\n## Supervised\n\n| a | b |\n{end}\n"
+    doc.write_text(f"{end} then {begin}", encoding="utf-8")  # markers out of order: nothing to keep
+    assert study.kept_section() == ""
