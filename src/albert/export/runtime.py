@@ -8,11 +8,15 @@ functions (`albert.tasks.base.PredictFn`: a padded batch -> the head's outputs a
   the head's outputs (`albert.export.graph.output_names`), not the encoder states beside them; fp32 on a
   CPU runs its linear layers on the library `albert.model.fp32_linear.choose_fp32_linear` picks.
 * `ort_predict_fn`: ONNX Runtime on an exported file (`albert.export.onnx`).
+* `load_torch_model` / `onnx_session`: what the two backends run, from a fine-tuned model directory.
 """
 
 from __future__ import annotations
 
+import logging
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,10 +25,14 @@ from torch import nn
 
 from albert.export.graph import output_names
 from albert.export.onnx import run_session
+from albert.export.pipeline import INT8_FILE, ONNX_FILE
 from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
-from albert.tasks.base import Example, PredictFn, Task
+from albert.tasks.base import Example, ModelDirError, PredictFn, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.collate import Batch, Feature
+from albert.tasks.rundir import FineTuned
+
+logger = logging.getLogger(__name__)
 
 
 def featurize(
@@ -84,3 +92,63 @@ def ort_predict_fn(session: Any) -> PredictFn:
         return {k: np.asarray(v, dtype=np.float32) for k, v in run_session(session, batch).items()}
 
     return predict_fn
+
+
+def load_torch_model(finetuned: FineTuned, int8: bool, threads: int | None, device: str | None) -> nn.Module:
+    """The fine-tuned model for the torch backend: fp32 on ``device`` (default: the CPU), or torch.ao
+    dynamic int8 (CPU only); ``threads``: torch's intra-op threads.
+
+    Raises:
+        ModelDirError: no ``model.safetensors`` (an ONNX export directory), int8 off the CPU, or weights
+            without the task head.
+    """
+    if not (finetuned.model_dir / "model.safetensors").is_file():
+        raise ModelDirError(
+            f"{finetuned.model_dir}: no model.safetensors for the torch backend (an ONNX export "
+            "directory? use the onnx backend)"
+        )
+    if threads:
+        torch.set_num_threads(int(threads))
+    if int8 and device not in (None, "cpu"):
+        raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
+    model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head
+    if int8:
+        from albert.export.quantize import quantize_torch_int8
+
+        quantize_torch_int8(model)
+    return model
+
+
+def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Path | None = None) -> Any:
+    """An ONNX Runtime session of ``model_dir``'s exported file (``model.onnx`` / ``model.int8.onnx``). A
+    model directory without one is exported first: into ``export_to`` when given (kept: the next call
+    finds it there), else into a temporary directory (the session keeps the graph in memory).
+
+    Raises:
+        ModelDirError: an export directory without the int8 file, or an export that fails its checks.
+    """
+    from albert.export.onnx import load_session
+
+    name = INT8_FILE if int8 else ONNX_FILE
+    if (model_dir / name).is_file():
+        return load_session(model_dir / name, threads)
+    if (model_dir / ONNX_FILE).is_file():  # an export directory made without --int8
+        raise ModelDirError(f"{model_dir}: no {name}; export with `albert export onnx --int8`")
+    if export_to is not None:
+        if not (export_to / name).is_file():
+            logger.info("%s has no %s: exporting it once, to %s", model_dir, name, export_to)
+            _export(model_dir, export_to, int8, threads)
+        return load_session(export_to / name, threads)
+    logger.info("%s has no %s: exporting it first", model_dir, name)
+    with tempfile.TemporaryDirectory() as tmp:
+        _export(model_dir, Path(tmp) / "onnx", int8, threads)
+        return load_session(Path(tmp) / "onnx" / name, threads)
+
+
+def _export(model_dir: Path, out: Path, int8: bool, threads: int | None) -> None:
+    from albert.export.pipeline import ExportError, export_model_dir
+
+    try:
+        export_model_dir(model_dir, out, int8=int8, threads=threads, overwrite=True)
+    except ExportError as e:
+        raise ModelDirError(str(e)) from None
