@@ -195,7 +195,7 @@ def main() -> int:
             if backend == "onnx":
                 served = Path(tmp) / "onnx"
                 export_model_dir(model, served, int8=args.int8, threads=args.threads)
-            batch = offline(served, backend, args, texts)
+            before = offline(served, backend, args, texts)
             proc, url = start_server(served, backend, args, Path(tmp) / f"{backend}.log")
             try:
                 asyncio.run(load(url, max(args.clients), args.warmup, texts, seed=0))
@@ -205,6 +205,9 @@ def main() -> int:
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
+            # measured before and after the server's levels, the faster kept: on a shared machine a load
+            # change then counts against the server, never for it
+            batch = max(before, offline(served, backend, args, texts), key=lambda b: b["per_s"])
             print(f"\n{backend}{' int8' if args.int8 else ''}:")
             print(
                 f"  {'clients':>7} {'requests':>8} {'req/s':>7} {'p50 ms':>8} {'p99 ms':>8} {'inputs/call':>11} {'errors':>6}"
@@ -216,10 +219,9 @@ def main() -> int:
             print(f"  offline batch ({batch['backend']}, {batch['sentences']} sentences, batches of "
                   f"{args.max_batch}): {batch['per_s']:.1f} sentences/s")  # fmt: skip
             by = {r["clients"]: r for r in results[backend] if "clients" in r}
-            if max(by) >= 32 or len(by) > 1:
-                top = by[max(by)]
-                print(f"  served at {top['clients']} clients / offline: {top['req_per_s'] / batch['per_s']:.2f} "
-                      "(issue 24: >= 0.8)")  # fmt: skip
+            top = by[max(by)]
+            print(f"  served at {top['clients']} clients / offline: {top['req_per_s'] / batch['per_s']:.2f} "
+                  "(issue 24: >= 0.8 at 32)")  # fmt: skip
             if 8 in by:
                 print(f"  p99 / p50 at 8 clients: {by[8]['p99_ms'] / by[8]['p50_ms']:.2f} (issue 24: <= 2)")
     if args.json:

@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--int8",
         action="store_true",
-        help="int8 weights: torch.ao dynamic quantization (CPU) / model.int8.onnx",
+        help="int8 weights: torch.ao dynamic quantization (CPU) / model.int8.onnx; with --backend auto the "
+        "faster of the two here",
     )
     parser.add_argument(
         "--threads", type=int, help="threads of the backend and the tokenizer (default: the libraries' own)"

@@ -25,7 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_model_flag(parser, "run directory, model directory or ONNX directory", positional=True)
     add_backend_flag(parser)
     parser.add_argument(
-        "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
+        "--int8",
+        action="store_true",
+        help="int8 weights (torch.ao dynamic / model.int8.onnx; --backend auto: the faster here)",
     )
     parser.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
     parser.add_argument(

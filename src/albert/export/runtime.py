@@ -25,7 +25,6 @@ from torch import nn
 
 from albert.export.graph import output_names
 from albert.export.onnx import run_session
-from albert.export.pipeline import INT8_FILE, ONNX_FILE
 from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
 from albert.tasks.base import Example, ModelDirError, PredictFn, Task
 from albert.tasks.classification import ClassificationTask
@@ -128,6 +127,7 @@ def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Pa
         ModelDirError: an export directory without the int8 file, or an export that fails its checks.
     """
     from albert.export.onnx import load_session
+    from albert.export.pipeline import INT8_FILE, ONNX_FILE  # pipeline imports this module (its metrics)
 
     name = INT8_FILE if int8 else ONNX_FILE
     if (model_dir / name).is_file():
