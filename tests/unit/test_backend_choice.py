@@ -176,6 +176,12 @@ def test_auto_on_a_real_model_picks_an_agreeing_backend_and_caches_it(
     assert f"{auto.backend} {'int8' if int8 else 'fp32'} (" in line and "for 1x48" in line
     got, want = (rows(auto.examples([{"_texts": [t]} for t in TEXTS])) for rows in (auto.rows, torch_rows))
     assert [r["label"] for r in got] == [r["label"] for r in want] or int8
+    # both measured, neither refused: ONNX Runtime ran on the export auto made (kept in the cache dir)
+    cache = json.loads((Path(os.environ[B.CACHE_ENV]) / B.CACHE_FILE).read_text())
+    entry = next(e for e in cache.values() if e["model_dir"] == str(model_dir))
+    assert [(t["backend"], t["refused"]) for t in entry["trials"]] == [("torch", None), ("onnx", None)]
+    assert all(t["ms"] > 0 for t in entry["trials"])
+    assert (B.export_cache_dir(model_dir) / ("model.int8.onnx" if int8 else "model.onnx")).is_file()
     caplog.clear()
     again = Predictor.load(model_dir, backend="auto", int8=int8, threads=1)
     assert again.backend == auto.backend

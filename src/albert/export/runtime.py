@@ -149,6 +149,7 @@ def _export(model_dir: Path, out: Path, int8: bool, threads: int | None) -> None
     from albert.export.pipeline import ExportError, export_model_dir
 
     try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # the export is written beside it, then renamed
         export_model_dir(model_dir, out, int8=int8, threads=threads, overwrite=True)
     except ExportError as e:
         raise ModelDirError(str(e)) from None
