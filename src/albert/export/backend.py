@@ -31,6 +31,7 @@ import logging
 import os
 import platform
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -351,7 +352,7 @@ def auto_predict_fn(
     FineTuned`) on the CPU; on another device PyTorch, and for an export directory without PyTorch weights
     ONNX Runtime, without measuring."""
     from albert.export.graph import example_inputs
-    from albert.export.runtime import load_torch_model, onnx_session, ort_predict_fn, torch_predict_fn
+    from albert.export.runtime import load_torch_model, ort_predict_fn, torch_predict_fn
 
     model_dir = Path(finetuned.model_dir)
     if device not in (None, "cpu"):
@@ -395,3 +396,40 @@ def auto_predict_fn(
         refused=refused,
         cache=cache,
     )
+
+
+def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Path | None = None) -> Any:
+    """An ONNX Runtime session of ``model_dir``'s exported file (``model.onnx`` / ``model.int8.onnx``). A
+    model directory without one is exported first: into ``export_to`` when given (kept: the next call
+    finds it there), else into a temporary directory (the session keeps the graph in memory).
+
+    Raises:
+        ModelDirError: an export directory without the int8 file, or an export that fails its checks.
+    """
+    from albert.export.onnx import load_session
+    from albert.export.pipeline import INT8_FILE, ONNX_FILE
+
+    name = INT8_FILE if int8 else ONNX_FILE
+    if (model_dir / name).is_file():
+        return load_session(model_dir / name, threads)
+    if (model_dir / ONNX_FILE).is_file():  # an export directory made without --int8
+        raise ModelDirError(f"{model_dir}: no {name}; export with `albert export onnx --int8`")
+    if export_to is not None:
+        if not (export_to / name).is_file():
+            logger.info("%s has no %s: exporting it once, to %s", model_dir, name, export_to)
+            _export(model_dir, export_to, int8, threads)
+        return load_session(export_to / name, threads)
+    logger.info("%s has no %s: exporting it first", model_dir, name)
+    with tempfile.TemporaryDirectory() as tmp:
+        _export(model_dir, Path(tmp) / "onnx", int8, threads)
+        return load_session(Path(tmp) / "onnx" / name, threads)
+
+
+def _export(model_dir: Path, out: Path, int8: bool, threads: int | None) -> None:
+    from albert.export.pipeline import ExportError, export_model_dir
+
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)  # the export is written beside it, then renamed
+        export_model_dir(model_dir, out, int8=int8, threads=threads, overwrite=True)
+    except ExportError as e:
+        raise ModelDirError(str(e)) from None

@@ -8,15 +8,13 @@ functions (`albert.tasks.base.PredictFn`: a padded batch -> the head's outputs a
   the head's outputs (`albert.export.graph.output_names`), not the encoder states beside them; fp32 on a
   CPU runs its linear layers on the library `albert.model.fp32_linear.choose_fp32_linear` picks.
 * `ort_predict_fn`: ONNX Runtime on an exported file (`albert.export.onnx`).
-* `load_torch_model` / `onnx_session`: what the two backends run, from a fine-tuned model directory.
+* `load_torch_model`: the torch backend's model, from a fine-tuned model directory (the ONNX session:
+  `albert.export.backend.onnx_session`).
 """
 
 from __future__ import annotations
 
-import logging
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,8 +28,6 @@ from albert.tasks.base import Example, ModelDirError, PredictFn, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.collate import Batch, Feature
 from albert.tasks.rundir import FineTuned
-
-logger = logging.getLogger(__name__)
 
 
 def featurize(
@@ -116,40 +112,3 @@ def load_torch_model(finetuned: FineTuned, int8: bool, threads: int | None, devi
 
         quantize_torch_int8(model)
     return model
-
-
-def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Path | None = None) -> Any:
-    """An ONNX Runtime session of ``model_dir``'s exported file (``model.onnx`` / ``model.int8.onnx``). A
-    model directory without one is exported first: into ``export_to`` when given (kept: the next call
-    finds it there), else into a temporary directory (the session keeps the graph in memory).
-
-    Raises:
-        ModelDirError: an export directory without the int8 file, or an export that fails its checks.
-    """
-    from albert.export.onnx import load_session
-    from albert.export.pipeline import INT8_FILE, ONNX_FILE  # pipeline imports this module (its metrics)
-
-    name = INT8_FILE if int8 else ONNX_FILE
-    if (model_dir / name).is_file():
-        return load_session(model_dir / name, threads)
-    if (model_dir / ONNX_FILE).is_file():  # an export directory made without --int8
-        raise ModelDirError(f"{model_dir}: no {name}; export with `albert export onnx --int8`")
-    if export_to is not None:
-        if not (export_to / name).is_file():
-            logger.info("%s has no %s: exporting it once, to %s", model_dir, name, export_to)
-            _export(model_dir, export_to, int8, threads)
-        return load_session(export_to / name, threads)
-    logger.info("%s has no %s: exporting it first", model_dir, name)
-    with tempfile.TemporaryDirectory() as tmp:
-        _export(model_dir, Path(tmp) / "onnx", int8, threads)
-        return load_session(Path(tmp) / "onnx" / name, threads)
-
-
-def _export(model_dir: Path, out: Path, int8: bool, threads: int | None) -> None:
-    from albert.export.pipeline import ExportError, export_model_dir
-
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)  # the export is written beside it, then renamed
-        export_model_dir(model_dir, out, int8=int8, threads=threads, overwrite=True)
-    except ExportError as e:
-        raise ModelDirError(str(e)) from None

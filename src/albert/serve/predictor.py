@@ -24,7 +24,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert.export.runtime import featurize, load_torch_model, onnx_session, ort_predict_fn, torch_predict_fn
+from albert.export.backend import auto_predict_fn, onnx_session
+from albert.export.runtime import featurize, load_torch_model, ort_predict_fn, torch_predict_fn
 from albert.tasks.base import Example, ModelDirError, PredictFn
 from albert.tasks.base import predict as run_batches
 from albert.tasks.inputs import pad_id_of
@@ -93,8 +94,6 @@ class Predictor:
             raise ModelDirError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         finetuned = load_finetuned(path, checkpoint, max_seq_length)
         if backend == "auto":  # the fastest that gives the model's answers, measured once
-            from albert.export.backend import auto_predict_fn
-
             backend, predict_fn = auto_predict_fn(finetuned, int8=int8, threads=threads, device=device)
         elif backend == "onnx":
             predict_fn = ort_predict_fn(onnx_session(finetuned.model_dir, int8, threads))
