@@ -36,3 +36,18 @@ def _deterministic_torch():
 
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
+    """`--backend auto` remembers its choices (and keeps ONNX exports) in the cache directory: in tests, a
+    fresh one of their own, never the user's ``~/.cache/albert``."""
+    from albert.export.backend import CACHE_ENV
+
+    before = os.environ.get(CACHE_ENV)
+    os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("albert-cache"))
+    yield
+    if before is None:
+        os.environ.pop(CACHE_ENV, None)
+    else:
+        os.environ[CACHE_ENV] = before

@@ -31,6 +31,7 @@ CONCEPTS: dict[str, tuple[str, set[str], list[str]]] = {
              ["tokenizer train", "prepare", "pretrain", *FINETUNE, "probe", "data cues"]),
     "time budget": ("--max-time-minutes", {"--max-time", "--time-limit", "--max-minutes"}, ["pretrain", *FINETUNE]),
     "device": ("--device", {"--gpu", "--cuda", "--no-cuda"}, ["pretrain", *FINETUNE, *EVALUATE, "predict", "serve"]),
+    "inference backend": ("--backend", {"--runtime", "--engine"}, [*EVALUATE, "predict", "serve"]),
     "progress": ("--progress", {"--quiet", "--progress-bar"}, ["tokenizer train", "pretrain", *FINETUNE]),
     "json output": ("--json", {"--as-json", "--print-json"},
                     ["params", "data stats", "data cues", "convert tf", "probe", "export onnx",
@@ -83,6 +84,12 @@ def test_one_device_default() -> None:
         action = PARSERS[f"albert {name}"].options()["--device"]
         # SUPPRESS: a settings-dataclass flag, whose default (None) is the field's
         assert action.default in (None, argparse.SUPPRESS) and "a GPU when there is one" in action.help, name
+
+
+def test_one_backend_default() -> None:
+    for name in [*EVALUATE, "predict", "serve"]:
+        action = PARSERS[f"albert {name}"].options()["--backend"]
+        assert action.default == "auto" and list(action.choices) == ["auto", "torch", "onnx"], name
 
 
 def test_no_positional_model_or_output() -> None:

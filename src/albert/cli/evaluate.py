@@ -26,6 +26,7 @@ Unlabelled splits get predictions only."""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from albert.cli.finetune import TASKS
+    from albert.cli.options import add_backend_flag
 
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
@@ -40,12 +41,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default 64)")
         p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
         p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
+        add_backend_flag(p)
+        p.add_argument(
+            "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
+        )
+        p.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
         module.cli_arguments(p, "evaluate")
 
 
 def run(args: argparse.Namespace) -> int:
     from albert.cli.finetune import task_module
-    from albert.tasks.base import ModelDirError, evaluate, model_predict_fn, require_examples, write_jsonl
+    from albert.cli.options import default_device
+    from albert.serve.predictor import Predictor
+    from albert.tasks.base import ModelDirError, evaluate, require_examples, write_jsonl
     from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
 
@@ -67,13 +75,23 @@ def run(args: argparse.Namespace) -> int:
         )
     examples = require_examples(task, args.split, task.read(args.split))  # no metric of nothing, exit 0
     features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
-    model = tuned.load_model(args.device)  # refuses a model without its task head
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads: must be at least 1, got {args.threads}")
+    predictor = Predictor.load(  # refuses a model without its task head
+        tuned.model_dir,
+        backend=args.backend,
+        int8=args.int8,
+        threads=args.threads,
+        max_seq_length=tuned.max_seq_length,
+        batch_size=args.batch_size,
+        device=default_device(args.device, args.backend, args.int8),
+    )
     t0 = time.perf_counter()
     res = evaluate(
         task,
         examples,
         features,
-        model_predict_fn(model),
+        predictor.predict_fn,
         split=args.split,
         batch_size=args.batch_size,
         pad_id=pad_id_of(tuned.tokenizer),

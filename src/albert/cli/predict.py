@@ -41,6 +41,8 @@ ends the command quietly with status 141, as SIGPIPE would."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert.cli.options import add_backend_flag
+
     parser.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
     parser.add_argument(
         "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
@@ -64,17 +66,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--batch-size", type=int, default=64, help="inputs per model call (length-sorted within a chunk)"
     )
     parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
-    # the choices of albert.serve.predictor.BACKENDS, spelled out: importing it would import torch at --help
-    parser.add_argument(
-        "--backend",
-        choices=("torch", "onnx"),
-        default="torch",
-        help="run with PyTorch (default) or ONNX Runtime",
-    )
+    add_backend_flag(parser)
     parser.add_argument(
         "--int8",
         action="store_true",
-        help="int8 weights: torch.ao dynamic quantization (CPU) / model.int8.onnx",
+        help="int8 weights: torch.ao dynamic quantization (CPU) / model.int8.onnx; with --backend auto the "
+        "faster of the two here",
     )
     parser.add_argument(
         "--threads", type=int, help="threads of the backend and the tokenizer (default: the libraries' own)"
@@ -311,7 +308,7 @@ def load_predictor(args: argparse.Namespace) -> Any:
             device=device,
         )
     except ImportError as e:
-        if args.backend != "onnx":
+        if args.backend != "onnx":  # auto: a backend that cannot load is not a candidate
             raise
         raise ValueError(f"--backend onnx: {e.name or e} is missing; pip install 'albert-lm[onnx]'") from e
 

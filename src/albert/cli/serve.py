@@ -7,8 +7,8 @@ import argparse
 HELP = "serve a fine-tuned model over HTTP (FastAPI + uvicorn) with dynamic micro-batching"
 DESCRIPTION = """Serve a fine-tuned model (run directory, model directory or `albert export onnx` directory).
 
-  albert serve --model RUN_DIR                            # torch fp32 on 127.0.0.1:8000
-  albert serve --model RUN_DIR --int8 --threads 2         # torch dynamic int8
+  albert serve --model RUN_DIR                            # the fastest backend here, on 127.0.0.1:8000
+  albert serve --model RUN_DIR --int8 --threads 2         # the faster int8: torch dynamic or ONNX Runtime
   albert serve --model ONNX_DIR --backend onnx --int8     # ONNX Runtime on model.int8.onnx
   curl -s localhost:8000/predict -H 'content-type: application/json' -d '{"texts": ["a gorgeous film"]}'
 
@@ -19,18 +19,15 @@ request's order. GET /health, GET /info, GET /docs (OpenAPI). Concurrent request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.cli.options import DEVICE_HELP, add_dataclass_flags, add_model_flag
+    from albert.cli.options import DEVICE_HELP, add_backend_flag, add_dataclass_flags, add_model_flag
     from albert.serve.config import ServeConfig
 
     add_model_flag(parser, "run directory, model directory or ONNX directory", positional=True)
+    add_backend_flag(parser)
     parser.add_argument(
-        "--backend",
-        choices=("torch", "onnx"),
-        default="torch",
-        help="run with PyTorch (default) or ONNX Runtime",
-    )
-    parser.add_argument(
-        "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
+        "--int8",
+        action="store_true",
+        help="int8 weights (torch.ao dynamic / model.int8.onnx; --backend auto: the faster here)",
     )
     parser.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
     parser.add_argument(

@@ -8,6 +8,8 @@ functions (`albert.tasks.base.PredictFn`: a padded batch -> the head's outputs a
   the head's outputs (`albert.export.graph.output_names`), not the encoder states beside them; fp32 on a
   CPU runs its linear layers on the library `albert.model.fp32_linear.choose_fp32_linear` picks.
 * `ort_predict_fn`: ONNX Runtime on an exported file (`albert.export.onnx`).
+* `load_torch_model`: the torch backend's model, from a fine-tuned model directory (the ONNX session:
+  `albert.export.backend.onnx_session`).
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ from torch import nn
 from albert.export.graph import output_names
 from albert.export.onnx import run_session
 from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
-from albert.tasks.base import Example, PredictFn, Task
+from albert.tasks.base import Example, ModelDirError, PredictFn, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.collate import Batch, Feature
+from albert.tasks.rundir import FineTuned
 
 
 def featurize(
@@ -84,3 +87,28 @@ def ort_predict_fn(session: Any) -> PredictFn:
         return {k: np.asarray(v, dtype=np.float32) for k, v in run_session(session, batch).items()}
 
     return predict_fn
+
+
+def load_torch_model(finetuned: FineTuned, int8: bool, threads: int | None, device: str | None) -> nn.Module:
+    """The fine-tuned model for the torch backend: fp32 on ``device`` (default: the CPU), or torch.ao
+    dynamic int8 (CPU only); ``threads``: torch's intra-op threads.
+
+    Raises:
+        ModelDirError: no ``model.safetensors`` (an ONNX export directory), int8 off the CPU, or weights
+            without the task head.
+    """
+    if not (finetuned.model_dir / "model.safetensors").is_file():
+        raise ModelDirError(
+            f"{finetuned.model_dir}: no model.safetensors for the torch backend (an ONNX export "
+            "directory? use the onnx backend)"
+        )
+    if threads:
+        torch.set_num_threads(int(threads))
+    if int8 and device not in (None, "cpu"):
+        raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
+    model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head
+    if int8:
+        from albert.export.quantize import quantize_torch_int8
+
+        quantize_torch_int8(model)
+    return model

@@ -20,12 +20,12 @@ One object for `albert serve` (each micro-batch of concurrent requests is one `P
 from __future__ import annotations
 
 import logging
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert.export.runtime import featurize, ort_predict_fn, torch_predict_fn
+from albert.export.backend import auto_predict_fn, onnx_session
+from albert.export.runtime import featurize, load_torch_model, ort_predict_fn, torch_predict_fn
 from albert.tasks.base import Example, ModelDirError, PredictFn
 from albert.tasks.base import predict as run_batches
 from albert.tasks.inputs import pad_id_of
@@ -33,7 +33,9 @@ from albert.tasks.rundir import FineTuned, load_finetuned
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("auto", "torch", "onnx")
+MAX_PADDING = 0.25
+"""A batch's padding stays under this fraction of its real tokens (`albert.tasks.base.predict`)."""
 
 
 class Predictor:
@@ -76,7 +78,8 @@ class Predictor:
         """A run directory's checkpoint, a fine-tuned model directory, or an `albert export onnx` directory.
 
         Args:
-            backend: ``torch`` or ``onnx``.
+            backend: ``torch``, ``onnx`` or ``auto`` (the faster of the two on this CPU that gives the
+                model's answers: `albert.export.backend`).
             int8: int8 weights (torch: dynamic quantization at load time, CPU only; onnx:
                 ``model.int8.onnx``).
             threads: intra-op threads of the backend (torch.set_num_threads / ONNX Runtime); None: the
@@ -90,10 +93,12 @@ class Predictor:
         if backend not in BACKENDS:
             raise ModelDirError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
         finetuned = load_finetuned(path, checkpoint, max_seq_length)
-        if backend == "onnx":
-            predict_fn = ort_predict_fn(_onnx_session(finetuned.model_dir, int8, threads))
+        if backend == "auto":  # the fastest that gives the model's answers, measured once
+            backend, predict_fn = auto_predict_fn(finetuned, int8=int8, threads=threads, device=device)
+        elif backend == "onnx":
+            predict_fn = ort_predict_fn(onnx_session(finetuned.model_dir, int8, threads))
         else:
-            predict_fn = _torch_fn(finetuned, int8, threads, device)
+            predict_fn = torch_predict_fn(load_torch_model(finetuned, int8, threads, device))
         logger.info(
             "%s (%s, %s%s) from %s", finetuned.info.get("task"), finetuned.task.kind, backend,
             " int8" if int8 else "", finetuned.model_dir,
@@ -148,50 +153,15 @@ class Predictor:
         tokenizer = self.finetuned.tokenizer
         features = featurize(self.task, examples, tokenizer, self.max_seq_length, num_workers=self.threads)
         outputs = run_batches(
-            self.task, features, self.predict_fn, batch_size=self.batch_size, pad_id=pad_id_of(tokenizer)
+            self.task,
+            features,
+            self.predict_fn,
+            batch_size=self.batch_size,
+            pad_id=pad_id_of(tokenizer),
+            max_padding=MAX_PADDING,
         )
         return self.task.postprocess(outputs, examples, features)
 
     def rows(self, examples: Sequence[Example]) -> list[dict[str, Any]]:
         """One output row per example (`Task.output_row`: what `albert predict` writes), in order."""
         return [self.task.output_row(ex, p) for ex, p in zip(examples, self.predict(examples))]
-
-
-def _torch_fn(finetuned: FineTuned, int8: bool, threads: int | None, device: str | None) -> PredictFn:
-    import torch
-
-    if not (finetuned.model_dir / "model.safetensors").is_file():
-        raise ModelDirError(
-            f"{finetuned.model_dir}: no model.safetensors for the torch backend (an ONNX export "
-            "directory? use the onnx backend)"
-        )
-    if threads:
-        torch.set_num_threads(int(threads))
-    if int8 and device not in (None, "cpu"):
-        raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
-    model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head
-    if int8:
-        from albert.export.quantize import quantize_torch_int8
-
-        quantize_torch_int8(model)
-    return torch_predict_fn(model)
-
-
-def _onnx_session(model_dir: Path, int8: bool, threads: int | None) -> Any:
-    """A session of ``model_dir``'s exported file; a model directory without one is exported first (to
-    a temporary directory: the session keeps the graph in memory)."""
-    from albert.export.onnx import load_session
-    from albert.export.pipeline import INT8_FILE, ONNX_FILE, ExportError, export_model_dir
-
-    name = INT8_FILE if int8 else ONNX_FILE
-    if (model_dir / name).is_file():
-        return load_session(model_dir / name, threads)
-    if (model_dir / ONNX_FILE).is_file():  # an export directory made without --int8
-        raise ModelDirError(f"{model_dir}: no {name}; export with `albert export onnx --int8`")
-    logger.info("%s has no %s: exporting it first", model_dir, name)
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            export_model_dir(model_dir, Path(tmp) / "onnx", int8=int8, threads=threads)
-        except ExportError as e:
-            raise ModelDirError(str(e)) from None
-        return load_session(Path(tmp) / "onnx" / name, threads)
