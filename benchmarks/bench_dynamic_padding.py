@@ -75,11 +75,12 @@ def main() -> int:
                 pad_to_max_length=not dynamic,
                 eval_every=10**9,
                 seed=42 + rep,
+                progress=False,
             )
             out = args.out / ("dynamic" if dynamic else "padded")
             if out.exists():
                 shutil.rmtree(out)
-            res = finetune(task, MINILM, out, cfg, predict_test=False, progress_bar=False)
+            res = finetune(task, MINILM, out, cfg, predict_test=False)
             results[name] = results.get(name, 0.0) + res.train_seconds * epoch_steps / steps / args.repeats
             print(f"{name:28s}: {steps} steps in {res.train_seconds:.1f} s", flush=True)
 

@@ -115,18 +115,16 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
     import torch
 
     from albert.tasks.collate import LengthGroupedBatches
-    from albert.train import Trainer, TrainerConfig
+    from albert.train import OptimSettings, Trainer, TrainerConfig
 
     batches = LengthGroupedBatches(features, args.batch_size, task.collate, seed=args.seed)
     steps = max(1, round(args.epochs * len(batches)))
     torch.manual_seed(args.seed)  # dropout masks
     trainer = Trainer.for_finetuning(
         model,
-        lr=args.lr,
+        optim=OptimSettings(name="adamw", lr=args.lr, weight_decay=0.01),
         total_steps=steps,
         warmup_steps=int(0.1 * steps),
-        optimizer="adamw",
-        weight_decay=0.01,
         config=TrainerConfig(
             max_steps=steps,
             device=args.device,

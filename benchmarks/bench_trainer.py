@@ -79,8 +79,8 @@ def worker(
     if impl in ("ours", "ours-adamw"):
         from albert.model import AlbertForPreTraining
         from albert.optim import build_optimizer, build_scheduler
+        from albert.tasks.pretraining import pretraining_metrics
         from albert.train import Trainer, TrainerConfig
-        from albert.train.pretraining import pretraining_metrics
 
         model = AlbertForPreTraining(config)
         opt = build_optimizer(model, "lamb" if impl == "ours" else "adamw", 1e-4)

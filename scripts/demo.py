@@ -353,7 +353,7 @@ def main() -> int:
 def report_heldout(train_data: Path, held_data: Path, run_dir: Path, units: str) -> None:
     """Step 6: the held-out accuracies of the run next to the baselines and floors, and a verdict for each."""
     from albert.data.cues import sop_cues
-    from albert.train.pretraining import baselines
+    from albert.tasks.pretraining import baselines
 
     base = baselines(train_data, held_data, max_batches=1000)
     cues = sop_cues(train_data, held_data)["accuracy"]  # `albert data cues TRAIN HELDOUT`, ~20 s

@@ -161,9 +161,9 @@ def evaluate(
     import torch
 
     from albert.model import AlbertForPreTraining
+    from albert.tasks.pretraining import PretrainingEvaluator
     from albert.train.parallelize import PRECISION_DTYPES, autocast
     from albert.train.precision import resolve_precision
-    from albert.train.pretraining import PretrainingEvaluator
 
     # the runs' own precision (auto: bf16 where the CPU runs it natively), as the trainer's evaluations
     cpu = torch.device("cpu")
@@ -188,7 +188,7 @@ def evaluate(
 def floors(work: Path, dirs: dict[tuple[str, str], Path], batches: int) -> dict:
     """Per held-out set: majority class / most frequent token (baselines) and ``albert data cues``."""
     from albert.data.cues import sop_cues
-    from albert.train.pretraining import baselines
+    from albert.tasks.pretraining import baselines
 
     cache = work / "floors.json"
     if cache.exists():

@@ -1,6 +1,7 @@
 """Dataclass fields as configuration: their docstrings, their real types, and values checked against them.
 
-One mechanism for every typed configuration (`albert.train.config.PretrainConfig`'s sections,
+One mechanism for every typed configuration (the settings both training workflows share,
+`albert.train.settings`, and the sections of `albert.tasks.pretraining_config.PretrainConfig` and
 `albert.tasks.base.FinetuneConfig`): a field's help is the string literal written under it (as litgpt and
 jsonargparse read them), its type is the annotation (``int``, ``float | None``, ``dict[str, Any]``,
 ``bool``, ``Literal[...]``), and `coerce` turns a flag's text or a file's value into that type or raises an

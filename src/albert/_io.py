@@ -1,5 +1,7 @@
 """File facts that everything shares: atomic writes (with fsync), JSON-lines reading with file:line errors,
-and the protobuf varint (the SentencePiece model and TF checkpoint readers both parse protobuf by hand).
+the protobuf varint (the SentencePiece model and TF checkpoint readers both parse protobuf by hand), and
+`IGNORE_INDEX`, the label the model's losses skip and the data writes at unlabelled positions (both sides
+of that contract import it from here, below them both).
 
 The bottom of the import order: this module imports nothing from ``albert``.
 """
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 __all__ = [
+    "IGNORE_INDEX",
     "TMP_PREFIX",
     "DirLockedError",
     "JsonlError",
@@ -43,6 +46,10 @@ __all__ = [
     "recover_dir",
     "write_varint",
 ]
+
+# The label of a position without a target (unmasked tokens, padding, tokens after a word's first piece):
+# torch.nn.functional.cross_entropy's default ignore_index.
+IGNORE_INDEX = -100
 
 logger = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,20 @@ _TO_HF_ACT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "tanh": "
 
 
 class ConfigError(ValueError):
-    """A configuration that cannot work; the message names the field."""
+    """A configuration that cannot work; the message names the field (and the file or flag).
+
+    The one configuration error of the package (the model's config, the training settings of pretraining
+    and fine-tuning). Built from a message, or from ``(field, reason)`` pairs, one per bad field, kept in
+    ``problems`` and joined into the message as ``field: reason; field: reason``.
+    """
+
+    def __init__(self, message: str | Sequence[tuple[str, str]]) -> None:
+        if isinstance(message, str):
+            self.problems: list[tuple[str, str]] = []
+            super().__init__(message)
+        else:
+            self.problems = [(str(name), str(reason)) for name, reason in message]
+            super().__init__("; ".join(f"{name}: {reason}" for name, reason in self.problems))
 
 
 class UnknownPresetError(ConfigError, KeyError):

@@ -9,7 +9,7 @@ import pytest
 
 from albert._fields import field_docs
 from albert.cli.finetune import add_config_flags, resolve_config
-from albert.tasks.base import FinetuneConfig
+from albert.tasks.base import FLAT_NAMES, SECTIONS, FinetuneConfig
 
 PRESET = FinetuneConfig(learning_rate=3e-5, train_steps=800, warmup_steps=200, max_seq_length=512)
 
@@ -21,13 +21,19 @@ def _parse(*argv: str) -> argparse.Namespace:
 
 
 def test_every_field_has_a_docstring_that_is_its_flag_help() -> None:
-    docs = field_docs(FinetuneConfig)
-    assert set(docs) == {f.name for f in dataclasses.fields(FinetuneConfig)}
     parser = argparse.ArgumentParser()
     add_config_flags(parser)
-    helps = {a.dest: a.help for a in parser._actions if a.dest in docs}
-    assert helps["train_steps"] == docs["train_steps"]  # the preset's value is the default, not the field's
-    assert "ALBERT DR" in helps["encoder_dropout"]
+    helps = {a.dest.removeprefix("flag:"): a.help for a in parser._actions if a.dest.startswith("flag:")}
+    for section, cls in SECTIONS.items():
+        docs = field_docs(cls)
+        assert set(docs) == {f.name for f in dataclasses.fields(cls)}, section  # every field has one
+        for name, help_text in helps.items():
+            if name.startswith(f"{section}."):
+                assert help_text == docs[name.partition(".")[2]].replace("%", "%%"), name
+    # the preset's value is the default, not the field's: no default in the help
+    assert helps["schedule.total_steps"] == field_docs(SECTIONS["schedule"])["total_steps"]
+    assert "ALBERT DR" in helps["finetune.encoder_dropout"]
+    assert set(helps) == set(FLAT_NAMES.values()) - {"run.run_dir"}  # --output: the command's, required
 
 
 def test_replace_keeps_none() -> None:

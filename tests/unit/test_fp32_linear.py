@@ -144,13 +144,14 @@ def test_torch_predict_fn_runs_fp32_on_the_chosen_backend(
 
 
 def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() -> None:
-    from albert.train.config import FP32_LINEARS, ConfigError, TrainerConfig, apply_dict, recipe
+    from albert.tasks.pretraining_config import ConfigError, apply_dict, recipe
+    from albert.train.config import FP32_LINEARS, TrainerConfig
 
     assert ("auto", *fl.FP32_LINEAR_BACKENDS) == FP32_LINEARS
     with pytest.raises(ValueError, match="TrainerConfig.fp32_linear: must be one of"):
         TrainerConfig(max_steps=1, fp32_linear="mkl")
     cfg = apply_dict(recipe("smoke"), {"run": {"fp32_linear": "mkl"}}, "test")
-    with pytest.raises(ConfigError, match="run.fp32_linear must be one of auto, torch, onednn"):
+    with pytest.raises(ConfigError, match="run.fp32_linear: must be one of auto, torch, onednn"):
         cfg.validate()
 
 

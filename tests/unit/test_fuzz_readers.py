@@ -217,7 +217,8 @@ CONFIG_CELLS = ["model:", "optim:", "  lr: 1e-3", "  lr: inf", "  batch_size: x"
 @FUZZ
 @given(js=_shapes(_json_bytes(CONFIG_KEYS)), yaml=_shapes(_rows_bytes("", CONFIG_CELLS)))
 def test_pretrain_config_files(work: Path, js: bytes, yaml: bytes) -> None:
-    from albert.train.config import PretrainConfig, apply_dict, load_config_file
+    from albert.tasks.pretraining_config import PretrainConfig, apply_dict
+    from albert.train.settings import load_config_file
 
     for path in (_write(work, "cfg.json", js), _write(work, "cfg.yaml", yaml)):
         _check(

@@ -119,17 +119,16 @@ def test_print_config_resolves_preset_and_overrides(
     tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["finetune", "glue", "--task", "rte", "--data-dir", str(GLUE_DIR), "--init", str(tiny_model_dir)]
+    from albert.train.settings import parse_yaml_subset
+
     assert main([*argv, "--output", "unused", "--print-config"]) == 0
-    cfg = json.loads(capsys.readouterr().out)["config"]
-    assert (cfg["learning_rate"], cfg["batch_size"], cfg["train_steps"], cfg["warmup_steps"]) == (
-        3e-5,
-        32,
-        800,
-        200,
-    )
+    cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")  # the YAML of albert pretrain's
+    steps = (cfg["schedule"]["total_steps"], cfg["schedule"]["warmup_steps"])
+    assert (cfg["optim"]["lr"], cfg["finetune"]["batch_size"], *steps) == (3e-5, 32, 800, 200)
     assert main([*argv, "--output", "unused", "--print-config", "--epochs", "2", "--batch-size", "8"]) == 0
-    cfg = json.loads(capsys.readouterr().out)["config"]
-    assert (cfg["epochs"], cfg["batch_size"], cfg["train_steps"], cfg["warmup_steps"]) == (2.0, 8, None, None)
+    cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")
+    steps = (cfg["schedule"]["total_steps"], cfg["schedule"]["warmup_steps"])
+    assert (cfg["finetune"]["epochs"], cfg["finetune"]["batch_size"], *steps) == (2.0, 8, None, None)
 
 
 # ------------------------------------------------------------------------------------ model directory checks

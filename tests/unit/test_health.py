@@ -86,8 +86,8 @@ def test_the_pretraining_run_logs_the_spread(tmp_path: Path) -> None:
     from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
     from albert.data import PrepareConfig, prepare
-    from albert.train.config import recipe
-    from albert.train.pretraining import pretrain
+    from albert.tasks.pretraining import pretrain
+    from albert.tasks.pretraining_config import recipe
 
     tok = make_tokenizer(train_spm(tmp_path / "spiece.model", vocab_size=400))
     data = tmp_path / "data"

@@ -8,9 +8,9 @@ import logging
 import pytest
 import torch
 
+from albert.tasks.pretraining_config import RECIPES, PretrainConfig, recipe
 from albert.train import Trainer, TrainerConfig
 from albert.train import precision as prec
-from albert.train.config import RECIPES, PretrainConfig, recipe
 
 NO_BF16 = {"cpu_name": "AMD EPYC", "architecture": "x86_64", "avx2": True, "avx512_bf16": False}
 

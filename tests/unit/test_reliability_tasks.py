@@ -24,7 +24,7 @@ import pytest
 from standin_tokenizer import make_tiny_model_dir
 
 from albert.cli.main import main
-from albert.config import AlbertConfig
+from albert.config import AlbertConfig, ConfigError
 from albert.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.custom import CustomData, CustomTask
@@ -254,16 +254,19 @@ def test_validate_names_every_bad_field() -> None:
     )  # fmt: skip
     with pytest.raises(FinetuneConfigError) as e:
         bad.validate(model)
-    reasons = dict(e.value.problems)
-    assert set(reasons) == {
-        "batch_size", "train_steps", "learning_rate", "max_seq_length", "warmup_fraction", "eval_every",
-        "optimizer", "adam_epsilon", "classifier_dropout", "epochs",
-    }  # fmt: skip
-    assert reasons["max_seq_length"] == "must be at most 128, the model's max_position_embeddings, got 100000"
-    assert reasons["learning_rate"] == "must be a finite number, got nan"
-    assert reasons["batch_size"] == "must be at least 1, got 0"
-    assert "one of lamb, adamw, adamw_original" in reasons["optimizer"]
-    with pytest.raises(FinetuneConfigError, match="batch_size: expected an integer, got 3.5"):
+    reasons = dict(e.value.problems)  # each by the field it names, section.field, in the record's order
+    assert list(reasons) == [
+        "optim.lr", "finetune.batch_size", "schedule.total_steps", "finetune.epochs", "schedule.warmup_fraction",
+        "finetune.max_seq_length", "run.eval_every", "finetune.classifier_dropout", "optim.name", "optim.eps",
+    ]  # fmt: skip
+    assert reasons["finetune.max_seq_length"] == (
+        "must be at most 128, the model's max_position_embeddings, got 100000"
+    )
+    assert reasons["optim.lr"] == "must be a finite number, got nan"
+    assert reasons["finetune.batch_size"] == "must be at least 1, got 0"
+    assert "one of lamb, adamw, adamw_original" in reasons["optim.name"]
+    assert isinstance(e.value, ConfigError)  # the one configuration error (FinetuneConfigError is its alias)
+    with pytest.raises(FinetuneConfigError, match="finetune.batch_size: expected an integer, got 3.5"):
         FinetuneConfig(batch_size=3.5).validate()  # type: ignore[arg-type]
 
 

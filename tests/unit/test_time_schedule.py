@@ -13,9 +13,9 @@ import torch
 
 from albert.optim import build_optimizer
 from albert.optim.schedules import ElapsedTimeLR, TimeWarmupPolyDecay, build_time_scheduler
+from albert.tasks.pretraining_config import ConfigError, apply_dict, recipe
 from albert.train import Trainer, TrainerConfig, load_metrics
 from albert.train import trainer as trainer_module
-from albert.train.config import ConfigError, apply_dict, recipe
 from toy_training import Stream, Toy
 
 LR = 0.1
@@ -141,7 +141,7 @@ def test_a_resumed_run_continues_the_schedule_from_the_saved_training_time(monke
 
 
 def test_pretraining_config_by_time(tmp_path):
-    from albert.train.pretraining import _optimizer
+    from albert.tasks.pretraining import _optimizer
 
     demo = recipe("demo")
     assert (demo.schedule.by, demo.run.max_time_minutes) == ("time", 10.0)
@@ -153,9 +153,9 @@ def test_pretraining_config_by_time(tmp_path):
     assert smoke.schedule.by == "steps" and not isinstance(_optimizer(smoke, Toy())[1], ElapsedTimeLR)
 
     no_budget = apply_dict(demo, {"run": {"max_time_minutes": None}}, "test")
-    with pytest.raises(ConfigError, match="schedule.by=time needs a time budget"):
+    with pytest.raises(ConfigError, match="schedule.by: time needs a time budget"):
         no_budget.validate()
-    with pytest.raises(ConfigError, match="schedule.by must be one of steps, time"):
+    with pytest.raises(ConfigError, match="schedule.by: must be one of steps, time"):
         apply_dict(demo, {"schedule": {"by": "epochs"}}, "test").validate()
     with pytest.raises(ConfigError, match="warmup_fraction"):
         apply_dict(demo, {"schedule": {"warmup_fraction": 1.5}}, "test").validate()

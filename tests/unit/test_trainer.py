@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from albert.optim import build_optimizer, build_scheduler
-from albert.train import Trainer, TrainerConfig, TrainingDiverged, load_metrics
+from albert.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged, load_metrics
 from albert.train import checkpoint as ckpt_io
 from albert.train.parallelize import enable_activation_checkpointing
 from toy_training import Stream, Toy
@@ -325,8 +325,9 @@ def test_for_finetuning_builds_adamw_with_warmup_and_linear_decay(tmp_path):
     torch.manual_seed(0)
     model = Toy()
     cfg = TrainerConfig(max_steps=4, progress_bar=False, log_every=1)
+    optim = OptimSettings(name="adamw", lr=1e-3)
     trainer = Trainer.for_finetuning(
-        model, lr=1e-3, total_steps=4, warmup_steps=1, config=cfg, run_dir=tmp_path
+        model, optim=optim, total_steps=4, warmup_steps=1, config=cfg, run_dir=tmp_path
     )
     assert isinstance(trainer.optimizer, torch.optim.AdamW)
     trainer.fit(Stream())

@@ -8,16 +8,8 @@ import re
 
 import pytest
 
-from albert.train.config import (
-    RECIPES,
-    ConfigError,
-    PretrainConfig,
-    apply_dict,
-    load_config_file,
-    parse_yaml_subset,
-    recipe,
-    to_yaml,
-)
+from albert.tasks.pretraining_config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
+from albert.train.settings import load_config_file, parse_yaml_subset, to_yaml
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -69,7 +61,7 @@ def test_precedence_recipe_then_file_then_flags(tmp_path):
 
 def test_json_file_and_yaml_round_trip(tmp_path):
     cfg = recipe("smoke")
-    (tmp_path / "a.yaml").write_text(to_yaml(cfg))
+    (tmp_path / "a.yaml").write_text(to_yaml(cfg.to_dict()))
     assert apply_dict(PretrainConfig(), load_config_file(tmp_path / "a.yaml"), "a") == cfg
     (tmp_path / "b.json").write_text(json.dumps(cfg.to_dict()))
     assert PretrainConfig.from_dict(load_config_file(tmp_path / "b.json")) == cfg
@@ -91,12 +83,12 @@ def test_print_config(capsys):
         ({"optimizer": {}}, "unknown section 'optimizer'"),
         ({"run": {"global_batch_size": "many"}}, "run.global_batch_size: expected an integer"),
         ({"run": {"compile": "maybe"}}, "run.compile: expected true/false"),
-        ({"run": {"run_dir": None}}, "run.run_dir: may not be null"),
+        ({"run": {"run_dir": None}}, "run.run_dir: is required"),
     ],
 )
 def test_bad_values_name_the_field(raw, message):
     with pytest.raises(ConfigError, match=message):
-        apply_dict(PretrainConfig(), raw, "x.json")
+        apply_dict(PretrainConfig(), raw, "x.json").validate()
 
 
 def test_validate_and_batch_split():

@@ -8,10 +8,13 @@ with two command-line hooks:
 * ``cli_task(args, info=None) -> (Task, FinetuneConfig)``: build the task (``info``: the task.json of a
   fine-tuned model, which fixes e.g. the label order when evaluating) and its hyperparameter preset.
 
-Adding a task (SQuAD) is one line in `TASKS` plus those two functions in its module. The hyperparameter
-flags (``--learning-rate``, ``--batch-size``, ...) are `FinetuneConfig`'s fields, typed by their
-annotations and helped by their docstrings (`albert.cli.options`); the ones given override the preset
-(``null`` too: ``--train-steps null``); ``--print-config`` shows the resolved configuration.
+Adding a task (SQuAD) is one line in `TASKS` plus those two functions in its module. The settings flags
+(``--learning-rate``, ``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert.tasks.base.FLAT_NAMES`:
+its ``finetune`` section and the settings shared with ``albert pretrain``), typed by the fields'
+annotations and helped by their docstrings (`albert.cli.options`). The preset, then ``--config FILE``,
+then the flags (``null`` too: ``--train-steps null``), then ``--set SECTION.FIELD=VALUE``, later wins;
+``--print-config`` shows the result in the YAML ``albert pretrain --print-config`` prints, which
+``--config`` reads back.
 """
 
 from __future__ import annotations
@@ -19,10 +22,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 from typing import Any
 
-from albert.cli.options import add_dataclass_flags, given_values, warn_deprecated
+from albert.cli.options import add_config_arguments, add_flat_flags, flat_values, warn_deprecated
 
 HELP = "fine-tune a model directory on GLUE, SQuAD, RACE or your own CSV/TSV/JSONL data"
 DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
@@ -50,28 +52,45 @@ TASKS: dict[str, str] = {
 }
 
 
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per `FinetuneConfig` field, helped by its docstring; a flag not given keeps the preset."""
-    from albert.tasks.base import FinetuneConfig
+def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
+    """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.lr``), helped by the
+    field's docstring; a flag not given keeps the preset."""
+    from albert.tasks.base import FLAT_NAMES, SECTIONS
 
-    group = parser.add_argument_group("hyperparameters (default: the task's preset)")
-    add_dataclass_flags(group, FinetuneConfig, show_defaults=False)
+    group = parser.add_argument_group(
+        "settings (default: the task's preset; --set SECTION.FIELD=VALUE for all)"
+    )
+    add_flat_flags(group, {k: v for k, v in FLAT_NAMES.items() if k not in exclude}, SECTIONS)
 
 
 def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
-    """The task's preset with the flags given on the command line (``null`` included: ``--train-steps
-    null``). ``--epochs`` without a step count wins over the preset's (and over its warmup steps, unless
-    ``--warmup-steps`` is given); ``--warmup-fraction`` without ``--warmup-steps`` wins over the preset's
-    warmup steps (RACE's preset has 1000, which silently overrode a given fraction)."""
-    from albert.tasks.base import FinetuneConfig
+    """The task's preset with ``--config FILE``, the flags and ``--set`` (later wins; ``null`` included:
+    ``--train-steps null``). ``epochs`` given without a step count wins over the preset's steps (and over
+    its warmup steps, unless ``warmup_steps`` is given); ``warmup_fraction`` given without
+    ``warmup_steps`` wins over the preset's warmup steps (RACE's preset has 1000, which silently overrode
+    a given fraction)."""
+    from albert.tasks.base import SECTIONS
+    from albert.train.settings import apply_dict, load_config_file, parse_assignments
 
-    given = given_values(args, FinetuneConfig)
-    if "epochs" in given and given.get("train_steps") is None:
-        given["train_steps"] = None
-        given.setdefault("warmup_steps", None)
-    if "warmup_fraction" in given:
-        given.setdefault("warmup_steps", None)
-    cfg: FinetuneConfig = preset.replace(**given)
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if getattr(args, "config", None):
+        sources.append((args.config, load_config_file(args.config)))
+    sources.append(("flags", flat_values(args)))
+    sources.append(("--set", parse_assignments(getattr(args, "set", None) or [])))
+    given: dict[str, dict[str, Any]] = {}
+    for _, raw in sources:
+        for section, values in raw.items():
+            if isinstance(values, dict):
+                given.setdefault(section, {}).update(values)
+    schedule = given.get("schedule", {})
+    derived: dict[str, Any] = {}
+    if "epochs" in given.get("finetune", {}) and schedule.get("total_steps") is None:
+        derived = {"total_steps": None, "warmup_steps": schedule.get("warmup_steps")}
+    if "warmup_fraction" in schedule:
+        derived.setdefault("warmup_steps", schedule.get("warmup_steps"))
+    cfg = preset
+    for source, raw in [*sources, ("flags", {"schedule": derived} if derived else {})]:
+        cfg = apply_dict(cfg, raw, source, SECTIONS)
     return cfg
 
 
@@ -80,7 +99,8 @@ def task_module(name: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.tasks.finetune import SAVE_EVERY_S
+    from albert.tasks.base import SECTIONS
+    from albert.train.settings import SHARED_FLAGS
 
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
     for name, module_name in TASKS.items():
@@ -94,13 +114,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="MODEL_DIR",
             help="model directory to start from (ours, HF ALBERT, HF BERT)",
         )
-        p.add_argument("--output", required=True, help="run directory to write")
+        add_flat_flags(p, {"output": SHARED_FLAGS["output"]}, SECTIONS, required=("output",))
         p.add_argument(
             "--random-init",
             action="store_true",
             help="keep --init's architecture and tokenizer, draw fresh weights (the from-scratch baseline)",
         )
         module.cli_arguments(p, "finetune")
+        add_config_arguments(p)
         add_config_flags(p)
         r = p.add_argument_group("run")
         r.add_argument("--train-limit", type=int, help="use only the first N training examples (smoke runs)")
@@ -117,32 +138,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             help="replace the run in a non-empty --output (kept until the new run has finished; "
             "without this flag or --resume, a non-empty --output is an error)",
         )
-        r.add_argument(
-            "--max-time-minutes",
-            type=float,
-            metavar="M",
-            help="training time budget in minutes (then checkpoint and stop)",
-        )
         # the old spelling, in seconds (every other time flag is in the unit its name says)
         r.add_argument("--max-time", type=float, dest="max_time_s_old", help=argparse.SUPPRESS)
-        r.add_argument("--save-every", type=int, metavar="N", help="also write a checkpoint every N steps")
-        r.add_argument(
-            "--save-every-minutes",
-            type=float,
-            default=SAVE_EVERY_S / 60,
-            metavar="M",
-            help=f"write a checkpoint every M minutes of training (default {SAVE_EVERY_S / 60:g}; 0: only "
-            "at the end)",
-        )
-        r.add_argument(
-            "--progress",
-            action=argparse.BooleanOptionalAction,
-            default=True,
-            help="a progress bar (default: on)",
-        )
-        r.add_argument(
-            "--print-config", action="store_true", help="print the resolved configuration and exit"
-        )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -150,11 +147,13 @@ def run(args: argparse.Namespace) -> int:
     from albert.tasks.finetune import finetune
     from albert.tasks.inputs import read_model_config
     from albert.tasks.rundir import check_output_dir
+    from albert.train.settings import to_yaml
 
     # errors are raised: `albert.cli.main` prints them as one line and exits 1
-    if not args.print_config:  # before reading any data
-        check_output_dir(args.output, resume=args.resume, overwrite=args.overwrite, init=args.init)
     _check_run_flags(args)
+    output = flat_values(args)["run"]["run_dir"]
+    if not args.print_config:  # before reading any data
+        check_output_dir(output, resume=args.resume, overwrite=args.overwrite, init=args.init)
     # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
     model_config = None if args.print_config else read_model_config(args.init)
     # The flags first, over the defaults: building the task may read the training file (custom data
@@ -164,22 +163,19 @@ def run(args: argparse.Namespace) -> int:
     cfg = resolve_config(preset, args)
     _validate(cfg, model_config)  # the preset's own values with them
     if args.print_config:
-        print(json.dumps({"task": task.info(), "init": args.init, "config": cfg.to_dict()}, indent=2))
+        header = f"albert finetune {args.task_kind}: task {json.dumps(task.info())}, model {args.init}"
+        print(to_yaml(cfg.sections(), header), end="")
         return 0
     result = finetune(
         task,
         args.init,
-        args.output,
+        str(cfg.run.run_dir),
         cfg,
         train_limit=args.train_limit,
         predict_test=not args.no_test,
         resume=args.resume,
         overwrite=args.overwrite,
-        max_time_s=args.max_time_minutes * 60 if args.max_time_minutes is not None else None,
-        progress_bar=args.progress,
         random_init=args.random_init,
-        save_every=args.save_every,
-        save_every_s=args.save_every_minutes * 60 or None,
     )
     for which in ("best", "last"):
         rec = getattr(result, which)
@@ -190,30 +186,33 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def flag_of(name: str) -> str:
+    """The flag that sets ``section.field`` (``optim.lr`` -> ``--learning-rate``), else its ``--set``."""
+    from albert.tasks.base import FLAT_NAMES
+
+    flat = next((k for k, v in FLAT_NAMES.items() if v == name), None)
+    return f"--{flat.replace('_', '-')}" if flat else f"--set {name}"
+
+
 def _validate(cfg: Any, model_config: Any) -> None:
     """`FinetuneConfig.validate`, its problems named by their flags."""
-    from albert.tasks.base import FinetuneConfigError
+    from albert.config import ConfigError
 
     try:
         cfg.validate(model_config)
-    except FinetuneConfigError as e:
-        raise FinetuneConfigError([(f"--{n.replace('_', '-')}", why) for n, why in e.problems]) from None
+    except ConfigError as e:
+        if not e.problems:
+            raise
+        raise ConfigError([(flag_of(n), why) for n, why in e.problems]) from None
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:
-    """The run flags that are not `FinetuneConfig` fields: a positive --train-limit, --max-time-minutes and
-    --save-every, a finite --save-every-minutes >= 0 (the deprecated --max-time seconds converted)."""
-    for flag, value in (("--train-limit", args.train_limit), ("--save-every", args.save_every)):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag}: must be at least 1, got {value}")
+    """The run flags that are not settings: a positive --train-limit; the deprecated --max-time seconds
+    converted to --max-time-minutes."""
+    if args.train_limit is not None and args.train_limit < 1:
+        raise ValueError(f"--train-limit: must be at least 1, got {args.train_limit}")
     if args.max_time_s_old is not None:
-        if args.max_time_minutes is not None:
+        if hasattr(args, "flag:run.max_time_minutes"):
             raise ValueError("--max-time (seconds, deprecated) and --max-time-minutes: give one")
         warn_deprecated("--max-time SECONDS", "--max-time-minutes")
-        args.max_time_minutes = args.max_time_s_old / 60
-    budget = args.max_time_minutes
-    if budget is not None and not (math.isfinite(budget) and budget > 0):
-        raise ValueError(f"--max-time-minutes: must be a positive number of minutes, got {budget:g}")
-    minutes = args.save_every_minutes
-    if not (math.isfinite(minutes) and minutes >= 0):
-        raise ValueError(f"--save-every-minutes: must be a number of minutes >= 0, got {minutes}")
+        setattr(args, "flag:run.max_time_minutes", args.max_time_s_old / 60)

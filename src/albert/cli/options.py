@@ -90,6 +90,71 @@ def add_dataclass_flags(
         )
 
 
+def add_flat_flags(
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flags: dict[str, str],
+    sections: dict[str, type],
+    *,
+    old: dict[str, tuple[str, ...]] | None = None,
+    required: tuple[str, ...] = (),
+) -> None:
+    """One dashed flag per entry of ``flags`` (``{"learning_rate": "optim.lr"}`` -> ``--learning-rate``),
+    typed by the field it sets and helped by its docstring; `flat_values` reads them back by section.
+
+    Args:
+        sections: section name -> its dataclass.
+        old: flag name -> older spellings kept as second option strings (deprecated by `mark_deprecated`).
+        required: flag names argparse requires.
+    """
+    for name, target in flags.items():
+        section, _, attr = target.partition(".")
+        cls = sections[section]
+        tp = field_types(cls)[attr]
+        base, optional = split_optional(tp)
+        spellings = ["--" + name.replace("_", "-"), *(old or {}).get(name, ())]
+        dest = f"{FLAT_DEST}{target}"
+        help_text = (field_docs(cls).get(attr) or attr.replace("_", " ")).replace(
+            "%", "%%"
+        )  # argparse formats it
+        if base is bool and not optional:
+            parser.add_argument(*spellings, dest=dest, action=argparse.BooleanOptionalAction,
+                                default=argparse.SUPPRESS, help=help_text)  # fmt: skip
+            continue
+        parser.add_argument(
+            *spellings,
+            dest=dest,
+            type=_converter(tp, spellings[0]),
+            default=argparse.SUPPRESS,
+            required=name in required,
+            metavar=base.__name__.upper() if base in (int, float) else name.upper(),
+            help=help_text,
+        )
+
+
+FLAT_DEST = "flag:"  # the namespace attributes of `add_flat_flags`: "flag:optim.lr"
+
+
+def flat_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """``{section: {field: value}}`` of the `add_flat_flags` flags given on the command line."""
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in vars(args).items():
+        if key.startswith(FLAT_DEST):
+            section, _, attr = key.removeprefix(FLAT_DEST).partition(".")
+            out.setdefault(section, {})[attr] = value
+    return out
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config FILE``, ``--set SECTION.FIELD=VALUE ...`` and ``--print-config``: the same in `albert
+    pretrain` and `albert finetune` (docs/cli.md)."""
+    parser.add_argument("--config", metavar="FILE",
+                        help="a JSON or YAML-style file with any of the sections (--print-config writes one)")  # fmt: skip
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="set fields (repeatable; after --config and the flags)")  # fmt: skip
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved configuration (YAML, readable by --config) and exit")  # fmt: skip
+
+
 def given_values(args: argparse.Namespace, cls: type, *, prefix: str = "") -> dict[str, Any]:
     """``{field: value}`` for the flags of ``cls`` that were given on the command line (None included)."""
     out = {}

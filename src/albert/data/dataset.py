@@ -37,6 +37,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from albert._io import IGNORE_INDEX  # the label of unmasked positions
 from albert.data.documents import DataError
 from albert.data.instances import (
     FLAG_LABEL,
@@ -47,7 +48,6 @@ from albert.data.instances import (
 )
 from albert.data.masking import MaskedPositions, MaskingConfig, MaskRng, create_masked_lm_predictions
 from albert.data.shards import ShardReader, load_manifest, start_table_from_info, verify_shards
-from albert.model.heads import IGNORE_INDEX  # the label of unmasked positions
 
 logger = logging.getLogger(__name__)
 

@@ -19,12 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from albert._io import IGNORE_INDEX
 from albert.config import AlbertConfig
 from albert.model.albert import AlbertModel, Output, PreTrainedModule, reject_unknown_inputs
 from albert.model.encoder import ACT_FNS
 from albert.model.squad_head import AlbertForSquadV2
-
-IGNORE_INDEX = -100
 
 
 class MLMHead(nn.Module):

@@ -1,9 +1,11 @@
 """Optimizers and learning-rate schedules of the original ALBERT recipe.
 
-`build_optimizer` is the one entry point the trainer and the tasks use::
+`build_training` is the one builder of a run's optimizer and schedule, from the settings both workflows
+share (`albert.train.settings.OptimSettings` / `ScheduleSettings`, read here by their attributes: this
+layer is below ``train``); pretraining (`albert.tasks.pretraining`) and fine-tuning
+(`albert.train.Trainer.for_finetuning`) both call it. Its parts are public too::
 
     optimizer = build_optimizer(model, "lamb", lr=0.00176)       # pretraining (run_pretraining.py)
-    optimizer = build_optimizer(model, "adamw", lr=2e-5)         # fine-tuning
     scheduler = build_scheduler(optimizer, total_steps=125_000, warmup_steps=3125)
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -18,7 +21,7 @@ from torch import nn
 from albert.optim._checks import check_finite
 from albert.optim.lamb import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_WEIGHT_DECAY, Lamb
 from albert.optim.param_groups import ORIGINAL_EXCLUDE_PATTERNS, excluded_parameter_names, param_groups
-from albert.optim.schedules import WarmupPolyDecay, build_scheduler
+from albert.optim.schedules import WarmupPolyDecay, build_scheduler, build_time_scheduler
 
 OPTIMIZERS: tuple[str, ...] = ("lamb", "adamw", "adamw_original")
 
@@ -28,6 +31,7 @@ __all__ = [
     "WarmupPolyDecay",
     "build_optimizer",
     "build_scheduler",
+    "build_training",
     "excluded_parameter_names",
     "param_groups",
 ]
@@ -110,3 +114,67 @@ def _fused_adamw_applies(params: Sequence[torch.Tensor]) -> bool:
         return True
     version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     return version >= FUSED_ADAMW_CPU_TORCH and all(p.device.type == "cpu" for p in params)
+
+
+class OptimizerSettings(Protocol):
+    """What `build_training` reads of `albert.train.settings.OptimSettings`."""
+
+    name: str
+    lr: float
+    weight_decay: float
+    beta1: float
+    beta2: float
+    eps: float
+
+
+class ScheduleShape(Protocol):
+    """What `build_training` reads of `albert.train.settings.ScheduleSettings`."""
+
+    by: str
+    power: float
+    start_warmup_step: int
+    warmup_fraction: float
+
+
+def build_training(
+    model: nn.Module,
+    optim: OptimizerSettings,
+    schedule: ScheduleShape,
+    *,
+    total_steps: int,
+    warmup_steps: int,
+    budget_s: float | None = None,
+    lr_scales: Mapping[str, float] | None = None,
+) -> tuple[torch.optim.Optimizer, Any]:
+    """The optimizer and learning-rate schedule of a training run: `build_optimizer` with ``optim``'s
+    name, lr, weight decay, betas and epsilon, then warmup + polynomial decay over ``total_steps`` (warmup
+    ``warmup_steps``) or, with ``schedule.by == "time"``, over ``budget_s`` seconds of training
+    (`build_time_scheduler`, warmup ``schedule.warmup_fraction`` of it).
+
+    Raises:
+        ValueError: ``by == "time"`` without a budget, and what `build_optimizer` raises.
+    """
+    optimizer = build_optimizer(
+        model,
+        optim.name,
+        optim.lr,
+        weight_decay=optim.weight_decay,
+        betas=(optim.beta1, optim.beta2),
+        eps=optim.eps,
+        lr_scales=lr_scales,
+    )
+    if schedule.by == "time":
+        if not budget_s:
+            raise ValueError("schedule.by=time needs a time budget (run.max_time_minutes)")
+        warmup_s = schedule.warmup_fraction * budget_s
+        return optimizer, build_time_scheduler(
+            optimizer, budget_s=budget_s, warmup_s=warmup_s, power=schedule.power
+        )
+    scheduler = build_scheduler(
+        optimizer,
+        total_steps=total_steps,
+        warmup_steps=warmup_steps,
+        power=schedule.power,
+        start_warmup_step=schedule.start_warmup_step,
+    )
+    return optimizer, scheduler

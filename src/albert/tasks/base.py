@@ -20,20 +20,32 @@ The modules around this one: `albert.tasks.inputs` (model directory tokenizers, 
 from __future__ import annotations
 
 import abc
+import copy
 import dataclasses
 import json
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from albert._io import atomic_write_text
+from albert.config import ConfigError
 from albert.tasks import metrics as M
 from albert.tasks.collate import Batch, Feature, feature_length, group_key, pad_features
+from albert.train.settings import (
+    SHARED_FLAGS,
+    OptimSettings,
+    Rule,
+    RunSettings,
+    ScheduleSettings,
+    above,
+    at_least,
+    check_sections,
+    sections_dict,
+)
 
 PredictFn = Callable[[Batch], Any]
 """A batch of tensors (no labels) -> model outputs: a tensor (B, ...) or a mapping of name -> (B, ...)."""
@@ -57,12 +69,9 @@ class UnknownNameError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-class FinetuneConfigError(ValueError):
-    """Fine-tuning hyperparameters that cannot work; one ``(field, reason)`` per bad field in ``problems``."""
-
-    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
-        self.problems = list(problems)
-        super().__init__("; ".join(f"{name}: {reason}" for name, reason in self.problems))
+# The one configuration error (albert.config.ConfigError), under the name this module gave it before: each
+# bad field's ``(section.field, reason)`` in ``problems``.
+FinetuneConfigError = ConfigError
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -85,147 +94,155 @@ class Example:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class FinetuneConfig:
-    """Fine-tuning hyperparameters. Task presets (e.g. `albert.tasks.glue.SPECS`) fill them from the
-    original's tables; every field is a flag of `albert finetune` (its docstring is the flag's help)."""
+@dataclass
+class FinetuneOptions:
+    """What only fine-tuning has; the optimizer, schedule and run settings are the shared sections
+    (`albert.train.settings`)."""
 
-    learning_rate: float = 2e-5
-    """Peak learning rate (linear warmup, then linear decay to 0)."""
     batch_size: int = 32
     """Examples per optimizer step (global, across processes)."""
-    train_steps: int | None = None
-    """Optimizer steps (overrides epochs); null: epochs passes over the training set."""
     epochs: float = 3.0
-    """Passes over the training set when train_steps is null."""
-    warmup_steps: int | None = None
-    """Linear warmup steps; null: warmup_fraction of the training steps."""
-    warmup_fraction: float = 0.1
-    """Warmup as a fraction of the steps when warmup_steps is null."""
+    """Passes over the training set when train_steps (schedule.total_steps) is null."""
     max_seq_length: int = 512
     """Maximum tokens per sequence (the original's max_seq_length; SQuAD windows longer paragraphs)."""
-    eval_batch_size: int = 64
-    """Batch size for evaluation."""
-    eval_every: int | None = None
-    """Evaluate on dev every N steps (and at the end); null: once per epoch."""
     classifier_dropout: float = 0.1
     """Dropout before the task head (original run_classifier.py / run_race.py: 0.1)."""
     encoder_dropout: float | None = None
     """Hidden and attention dropout inside the encoder while fine-tuning (the README's 'ALBERT DR');
     null keeps the checkpoint's config."""
-    # Without bias correction Adam's step t is (1 - beta1^t) / sqrt(1 - beta2^t) times larger: 3.2x at
-    # t = 1, 6.5x at 10, 4.1x at 60, 1.3x at 1000. That matters in short runs: MiniLM on the polarity CSV,
-    # 60 steps of 16 at lr 5e-5 (warmup 6, seq 48, seed 1, fp32), held-out accuracy 0.78 with
-    # adamw_original vs 0.59 with adamw (one seed; measured for issue 15).
-    optimizer: str = "adamw_original"
-    """adamw_original | adamw | lamb. adamw_original is what the original fine-tuned with: run_glue.sh,
-    run_squad_v1/v2 and run_race's --optimizer=adamw is optimization.py's AdamWeightDecayOptimizer,
-    without Adam's bias correction; adamw is torch.optim.AdamW, with it."""
-    weight_decay: float = 0.01
-    """Weight decay, LayerNorm and biases excluded (original optimization.py AdamWeightDecayOptimizer:
-    0.01)."""
-    adam_epsilon: float = 1e-6
-    """Adam epsilon (original optimization.py: 1e-6)."""
-    max_grad_norm: float = 1.0
-    """Global gradient-norm clipping (original optimization.py: clip_by_global_norm 1.0)."""
-    seed: int = 42
-    """Random seed (initialization of the head, data order, dropout)."""
     group_by_length: bool = True
     """Batch examples of similar length together (fast); false: plain shuffled batches."""
     pad_to_max_length: bool = False
     """Pad every batch to max_seq_length as the original does (slow; for comparisons)."""
-    precision: str = "auto"
-    """auto | fp32 | bf16 | fp16; auto: bf16 where the device runs it natively (GPUs from Ampere on, CPUs
-    with AVX512-BF16 or AMX), else fp32."""
-    device: str | None = None
-    """cpu | cuda | cuda:N (default: a GPU when there is one)"""
-    fp32_linear: str = "auto"
-    """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
-    oneDNN only where clearly faster. Fix it for runs that must match bit for bit."""
+
+    RULES: ClassVar[list[Rule]] = [
+        ("batch_size", at_least(1), "at least 1"),
+        ("epochs", above(0), "greater than 0"),
+        ("max_seq_length", at_least(3), "at least 3 ([CLS], a token, [SEP])"),  # tasks.inputs
+        ("classifier_dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
+        ("encoder_dropout", lambda v: 0 <= v < 1, "in [0, 1)"),
+    ]
+
+
+# Fine-tuning's values of the shared settings: a preset over their fields, as every task preset is.
+# Without bias correction Adam's step t is (1 - beta1^t) / sqrt(1 - beta2^t) times larger: 3.2x at t = 1,
+# 6.5x at 10, 4.1x at 60, 1.3x at 1000. That matters in short runs: MiniLM on the polarity CSV, 60 steps of
+# 16 at lr 5e-5 (warmup 6, seq 48, seed 1, fp32), held-out accuracy 0.78 with adamw_original vs 0.59 with
+# adamw (one seed; measured for issue 15). Hence the original's AdamWeightDecayOptimizer (adamw_original).
+FINETUNE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "optim": {"name": "adamw_original", "lr": 2e-5},
+    # train_steps null: epochs; warmup: 10% of the steps (original run_classifier.py warmup_proportion)
+    "schedule": {"total_steps": None, "warmup_steps": None, "warmup_fraction": 0.1},
+    # A checkpoint every 10 minutes of training: a killed fine-tune loses at most that much whatever its step
+    # speed, and a short one (most on a GPU) writes only its final one; a resume needs only the newest.
+    "run": {"seed": 42, "log_every": None, "eval_every": None, "save_every": None, "save_every_minutes": 10.0,
+            "keep_last": 1},
+}  # fmt: skip
+
+SECTIONS: dict[str, type] = {
+    "finetune": FinetuneOptions,
+    "optim": OptimSettings,
+    "schedule": ScheduleSettings,
+    "run": RunSettings,
+}
+
+# flat name (the flag's spelling, and the record's key) -> section.field
+FLAT_NAMES: dict[str, str] = {
+    **{f.name: f"finetune.{f.name}" for f in dataclasses.fields(FinetuneOptions)},
+    **SHARED_FLAGS,
+}
+# The keys of report.json's and task.json's "config" (the record every fine-tuned run directory holds, and
+# what a resume compares), in their order: the same flat record as before the settings were shared.
+RECORD_KEYS = (
+    "learning_rate", "batch_size", "train_steps", "epochs", "warmup_steps", "warmup_fraction",
+    "max_seq_length", "eval_batch_size", "eval_every", "classifier_dropout", "encoder_dropout", "optimizer",
+    "weight_decay", "adam_epsilon", "max_grad_norm", "seed", "group_by_length", "pad_to_max_length",
+    "precision", "device", "fp32_linear",
+)  # fmt: skip
+
+
+@dataclass(init=False)
+class FinetuneConfig:
+    """Fine-tuning hyperparameters: the ``finetune`` section (`FinetuneOptions`) and the settings shared with
+    pretraining (``optim``, ``schedule``, ``run``) at fine-tuning's values (`FINETUNE_DEFAULTS`). Task
+    presets (e.g. `albert.tasks.glue.SPECS`) set values from the original's tables by their flat names,
+    the flags of `albert finetune` (`FLAT_NAMES`: ``FinetuneConfig(learning_rate=3e-5, train_steps=800)``),
+    which also read through (``cfg.learning_rate`` is ``cfg.optim.lr``)."""
+
+    finetune: FinetuneOptions
+    optim: OptimSettings
+    schedule: ScheduleSettings
+    run: RunSettings
+
+    def __init__(
+        self,
+        finetune: FinetuneOptions | None = None,
+        optim: OptimSettings | None = None,
+        schedule: ScheduleSettings | None = None,
+        run: RunSettings | None = None,
+        **flat: Any,
+    ) -> None:
+        self.finetune = finetune or FinetuneOptions()
+        self.optim = optim or OptimSettings(**FINETUNE_DEFAULTS["optim"])
+        self.schedule = schedule or ScheduleSettings(**FINETUNE_DEFAULTS["schedule"])
+        self.run = run or RunSettings(**FINETUNE_DEFAULTS["run"])
+        for name, value in flat.items():
+            self._set(name, value)
+
+    def _set(self, name: str, value: Any) -> None:
+        if name not in FLAT_NAMES:
+            raise TypeError(f"FinetuneConfig: unknown setting {name!r} (known: {', '.join(FLAT_NAMES)})")
+        section, _, attr = FLAT_NAMES[name].partition(".")
+        setattr(getattr(self, section), attr, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # only called for names that are not attributes: the flat names read through to their section
+        target = FLAT_NAMES.get(name)
+        if target is None or target.partition(".")[0] not in self.__dict__:
+            raise AttributeError(f"'FinetuneConfig' object has no attribute {name!r}")
+        section, _, attr = target.partition(".")
+        return getattr(self.__dict__[section], attr)
 
     def validate(self, model_config: Any = None) -> None:
-        """Check every field before anything is read or built: types, finite numbers, ranges, names, and
-        with ``model_config`` (an `AlbertConfig`) a ``max_seq_length`` the position table holds.
+        """Check every field before anything is read or built: types, finite numbers, ranges, names
+        (`albert.train.settings.check_sections`), and with ``model_config`` (an `AlbertConfig`) a
+        ``max_seq_length`` the position table holds.
 
         Raises:
-            FinetuneConfigError: listing each bad field with the reason, one per field.
+            ConfigError: listing each bad ``section.field`` with the reason, one per field.
         """
-        from albert._fields import FieldError, coerce, field_types
-
-        problems: list[tuple[str, str]] = []
-        for name, tp in field_types(FinetuneConfig).items():
-            try:
-                coerce(getattr(self, name), tp, name)  # the type, and numbers finite
-            except FieldError as e:
-                problems.append((name, str(e).removeprefix(f"{name}: ")))
-        bad = {name for name, _ in problems}
-        for name, ok, need in self._range_rules(model_config):
-            value = getattr(self, name)
-            if name not in bad and value is not None and not ok(value):
-                problems.append((name, f"must be {need}, got {value!r}"))
-                bad.add(name)
-        if problems:
-            raise FinetuneConfigError(problems)
-
-    @staticmethod
-    def _range_rules(model_config: Any) -> list[tuple[str, Callable[[Any], bool], str]]:
-        """(field, test, what the test asks) for `validate`; a null value passes (where the type allows
-        it, null has a meaning of its own)."""
-        from albert.optim import OPTIMIZERS
-        from albert.train.config import FP32_LINEARS, PRECISIONS
-
-        def at_least(n: float) -> Callable[[Any], bool]:
-            return lambda v: v >= n
-
-        def fraction(v: float) -> bool:
-            return 0 <= v < 1
-
-        rules: list[tuple[str, Callable[[Any], bool], str]] = [
-            ("learning_rate", at_least(0), "at least 0"),
-            ("batch_size", at_least(1), "at least 1"),
-            ("train_steps", at_least(1), "at least 1 (or null: use epochs)"),
-            ("epochs", lambda v: v > 0, "greater than 0"),
-            ("warmup_steps", at_least(0), "at least 0"),
-            ("warmup_fraction", lambda v: 0 <= v <= 1, "between 0 and 1"),
-            ("max_seq_length", at_least(3), "at least 3 ([CLS], a token, [SEP])"),  # tasks.inputs
-            ("eval_batch_size", at_least(1), "at least 1"),
-            ("eval_every", at_least(1), "at least 1 (or null: once per epoch)"),
-            ("classifier_dropout", fraction, "in [0, 1)"),
-            ("encoder_dropout", fraction, "in [0, 1)"),
-            ("optimizer", lambda v: v in OPTIMIZERS, f"one of {', '.join(OPTIMIZERS)}"),
-            ("weight_decay", at_least(0), "at least 0"),
-            ("adam_epsilon", lambda v: v > 0, "greater than 0"),
-            ("max_grad_norm", lambda v: v > 0, "greater than 0"),
-            ("seed", at_least(0), "at least 0"),
-            ("precision", lambda v: v in PRECISIONS, f"one of {', '.join(PRECISIONS)}"),
-            ("fp32_linear", lambda v: v in FP32_LINEARS, f"one of {', '.join(FP32_LINEARS)}"),
-        ]
+        extra = []
         if model_config is not None:
             limit = int(model_config.max_position_embeddings)
-            rules.append(
-                (
-                    "max_seq_length",
-                    lambda v: v <= limit,
-                    f"at most {limit}, the model's max_position_embeddings",
-                )
-            )
-        return rules
+            if self.finetune.max_seq_length > limit:
+                reason = f"must be at most {limit}, the model's max_position_embeddings, got {self.finetune.max_seq_length}"
+                extra.append(("finetune.max_seq_length", reason))
+        try:
+            check_sections(self, SECTIONS, extra)
+        except ConfigError as e:  # listed in the record's order (learning rate first, as the flags' help)
+            order = {FLAT_NAMES[k]: i for i, k in enumerate(RECORD_KEYS)}
+            raise ConfigError(sorted(e.problems, key=lambda p: order.get(p[0], len(order)))) from None
 
     def replace(self, **changes: Any) -> FinetuneConfig:
-        """A copy with ``changes``; None is a value like any other (``train_steps=None``: use epochs)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` by flat name; None is a value like any other (``train_steps=None``:
+        use epochs)."""
+        out = copy.deepcopy(self)
+        for name, value in changes.items():
+            out._set(name, value)
+        return out
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The flat record of report.json and task.json (`RECORD_KEYS`)."""
+        return {name: getattr(self, name) for name in RECORD_KEYS}
+
+    def sections(self) -> dict[str, dict[str, Any]]:
+        """``{section: {field: value}}``: what ``--print-config`` prints and ``--config`` reads."""
+        return sections_dict(self, SECTIONS)
 
     def steps_for(self, num_train_examples: int) -> tuple[int, int]:
         """(total optimizer steps, warmup steps) for a training set of this size."""
-        if self.train_steps is not None:
-            total = self.train_steps
-        else:
-            total = max(1, math.ceil(self.epochs * num_train_examples / self.batch_size))
-        warmup = self.warmup_steps if self.warmup_steps is not None else int(self.warmup_fraction * total)
-        return total, min(warmup, total)
+        f = self.finetune
+        return self.schedule.steps(f.epochs * num_train_examples / f.batch_size)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ with a dev evaluation as its ``eval_fn`` (`_DevEvaluation`, `_make_trainer`), ``
 files of the run directory (`albert.tasks.rundir`): the dev predictions of the best and the last
 evaluation, test-split predictions of the best checkpoint, and ``report.json``.
 
-A run is checkpointed every ``save_every`` steps and every ``save_every_s`` seconds of training (default
-`SAVE_EVERY_S`), keeping only the newest step checkpoint (each holds the model and Adam's two moments:
+A run is checkpointed every ``run.save_every`` steps and every ``run.save_every_minutes`` of training
+(fine-tuning's default: 10, `albert.tasks.base.FINETUNE_DEFAULTS`), keeping only the newest step checkpoint (each holds the model and Adam's two moments:
 three model sizes). ``resume=True`` continues from it exactly as `albert pretrain --resume` does: the
 trainer restores the optimizer, schedule, RNG, data position, best-so-far and dev-evaluation history, so
 on CPU the resumed run logs the losses of the uninterrupted one bit for bit (tests/e2e/test_finetune_resume.py).
@@ -53,10 +53,6 @@ logger = logging.getLogger(__name__)
 
 DevSets = dict[str, tuple[list[Example], list[Feature]]]
 
-# A checkpoint every 10 minutes of training: a killed fine-tune loses at most that much, whatever its
-# step speed, and a short one (most fine-tunes on a GPU) writes only its final checkpoint.
-SAVE_EVERY_S = 600.0
-
 
 @dataclass
 class FinetuneResult:
@@ -81,27 +77,24 @@ def finetune(
     train_limit: int | None = None,
     predict_test: bool = True,
     resume: bool = False,
-    max_time_s: float | None = None,
-    progress_bar: bool = True,
     random_init: bool = False,
     overwrite: bool = False,
-    save_every: int | None = None,
-    save_every_s: float | None = SAVE_EVERY_S,
 ) -> FinetuneResult:
     """Fine-tune ``init`` (a model directory: ours, HF ALBERT, HF BERT) on ``task`` with the one trainer.
 
-    Evaluates on the dev split(s) every ``cfg.eval_every`` steps (default: each epoch) and at the end.
+    Evaluates on the dev split(s) every ``cfg.run.eval_every`` steps (default: each epoch) and at the end.
     Keeps two checkpoints, both model directories with the tokenizer and task.json:
     ``OUTPUT/checkpoints/best`` (highest task score on the first dev split; the original reports only
     this one) and ``OUTPUT/checkpoints/step-N`` (the final weights). ``OUTPUT/report.json`` says which is
     which, with their dev metrics; dev predictions of both go to ``OUTPUT/predictions/``, test-split
     predictions of the best checkpoint (GLUE: leaderboard files) to ``OUTPUT/test/``. Step checkpoints
-    every ``save_every`` steps / ``save_every_s`` seconds of training let ``resume`` continue the run.
+    every ``cfg.run.save_every`` steps / ``save_every_minutes`` of training let ``resume`` continue the run;
+    ``cfg.run`` also holds the time budget, the progress bar and the device.
 
     ``random_init``: keep ``init``'s architecture and tokenizer but draw every weight afresh (seeded by
-    ``cfg.seed``) -- the from-scratch baseline that shows what pretraining bought.
+    ``cfg.run.seed``) -- the from-scratch baseline that shows what pretraining bought.
 
-    Raises (before anything is read): `FinetuneConfigError` for a ``cfg`` that does not fit ``init``
+    Raises (before anything is read): `albert.config.ConfigError` for a ``cfg`` that does not fit ``init``
     (`FinetuneConfig.validate`); `RunDirError` for a non-empty ``output_dir`` without ``resume`` (continue
     its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`);
     `albert._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
@@ -112,7 +105,11 @@ def finetune(
     out = output_path(output_dir)  # a symlinked --output: its target is the run directory
     start_over = check_output_dir(out, resume=resume, overwrite=overwrite, init=init)
     cfg.validate(read_model_config(init))
-    dist = init_distributed(cfg.device)
+    if cfg.run.threads:
+        import torch
+
+        torch.set_num_threads(cfg.run.threads)
+    dist = init_distributed(cfg.run.device)
     # One run at a time in a directory: the lock, then the check again under it (another run may have
     # started in between). The kernel releases it however this process ends.
     with lock_dir(out) if dist.is_main else contextlib.nullcontext(out):
@@ -124,8 +121,7 @@ def finetune(
         return _finetune(
             task, init, out, cfg, dist,
             train_limit=train_limit, predict_test=predict_test, resume=resume and not start_over,
-            max_time_s=max_time_s, progress_bar=progress_bar, random_init=random_init,
-            overwrite=overwrite or start_over, save_every=save_every, save_every_s=save_every_s,
+            random_init=random_init, overwrite=overwrite or start_over,
         )  # fmt: skip
 
 
@@ -139,12 +135,8 @@ def _finetune(
     train_limit: int | None,
     predict_test: bool,
     resume: bool,
-    max_time_s: float | None,
-    progress_bar: bool,
     random_init: bool,
     overwrite: bool,
-    save_every: int | None,
-    save_every_s: float | None,
 ) -> FinetuneResult:
     """`finetune` once its output directory is checked and locked (``overwrite``: the run goes in place of
     the directory's old content, `rundir.replacing`)."""
@@ -153,7 +145,7 @@ def _finetune(
     from albert.tokenizer import load_tokenizer
     from albert.train.distributed import barrier
 
-    torch.manual_seed(cfg.seed)
+    torch.manual_seed(cfg.run.seed)
     tokenizer = load_model_tokenizer(init)
     train_examples, train_features, dev_sets = _featurize_splits(task, tokenizer, cfg, train_limit)
     identity = run_identity(task, cfg, tokenizer, train_features, {s: f for s, (_, f) in dev_sets.items()})
@@ -178,22 +170,21 @@ def _finetune(
     def on_save(tmp: Path) -> None:
         tokenizer.save_pretrained(tmp)
         # the fingerprint of the tokenizer as saved, which predict / serve / evaluate find beside the model
-        extra = {"max_seq_length": cfg.max_seq_length, "init": init_name, RUN_KEY: identity}
+        extra = {"max_seq_length": cfg.finetune.max_seq_length, "init": init_name, RUN_KEY: identity}
         write_task_info(task, tmp, {**extra, "tokenizer": tokenizer_record(load_tokenizer(tmp))})
 
     # the old run goes aside only now that the data and the model are known to be good
     with replacing(out, enabled=overwrite and dist.is_main):
         barrier(dist)
         trainer = _make_trainer(
-            model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist,
-            max_time_s=max_time_s, progress_bar=progress_bar, save_every=save_every, save_every_s=save_every_s,
-        )  # fmt: skip
+            model, cfg, out, total_steps, warmup_steps, steps_per_epoch, dev, on_save, dist
+        )
         if resume:
             _calibrate_as_resumed(task, out)
         logger.info(
             "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
             task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
-            cfg.learning_rate, cfg.batch_size,
+            cfg.optim.lr, cfg.finetune.batch_size,
         )  # fmt: skip
         result = trainer.fit(batches, resume=resume or None)
         return _conclude(task, model, result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main)
@@ -270,9 +261,10 @@ def _featurize_splits(
         train_examples = train_examples[:train_limit]
     require_examples(task, task.train_split, train_examples)
     dev_examples = {split: require_examples(task, split, task.read(split)) for split in task.dev_splits}
-    train_features = task.featurize(train_examples, tokenizer, cfg.max_seq_length)
+    train_features = task.featurize(train_examples, tokenizer, cfg.finetune.max_seq_length)
     dev_sets: DevSets = {
-        split: (ex, task.featurize(ex, tokenizer, cfg.max_seq_length)) for split, ex in dev_examples.items()
+        split: (ex, task.featurize(ex, tokenizer, cfg.finetune.max_seq_length))
+        for split, ex in dev_examples.items()
     }
     logger.info(
         "%s: %d train examples, %s; featurized in %.1fs",
@@ -288,14 +280,15 @@ def _build_model(task: Task, init: str | Path, cfg: FinetuneConfig, random_init:
     """The task's model from ``init`` with the fine-tuning dropouts; ``random_init``: fresh weights."""
     import torch
 
-    overrides: dict[str, Any] = {"classifier_dropout_prob": cfg.classifier_dropout}
-    if cfg.encoder_dropout is not None:
+    overrides: dict[str, Any] = {"classifier_dropout_prob": cfg.finetune.classifier_dropout}
+    if cfg.finetune.encoder_dropout is not None:
         overrides.update(
-            hidden_dropout_prob=cfg.encoder_dropout, attention_probs_dropout_prob=cfg.encoder_dropout
+            hidden_dropout_prob=cfg.finetune.encoder_dropout,
+            attention_probs_dropout_prob=cfg.finetune.encoder_dropout,
         )
     model = task.build_model(init, **overrides)
     if random_init:
-        torch.manual_seed(cfg.seed)
+        torch.manual_seed(cfg.run.seed)
         model.init_weights()
         logger.info("random initialization: %s's architecture and tokenizer, fresh weights", init)
     return model
@@ -305,17 +298,21 @@ def _train_batches(
     task: Task, features: list[Feature], cfg: FinetuneConfig, pad_id: int, dist: Any
 ) -> LengthGroupedBatches:
     """This process's share of the shuffled (by default length-grouped) training batches."""
-    if cfg.batch_size % dist.world_size:
-        raise ValueError(f"batch size {cfg.batch_size} is not divisible by the {dist.world_size} processes")
+    if cfg.finetune.batch_size % dist.world_size:
+        raise ValueError(
+            f"batch size {cfg.finetune.batch_size} is not divisible by the {dist.world_size} processes"
+        )
     collate = functools.partial(
-        task.collate, pad_id=pad_id, pad_to=cfg.max_seq_length if cfg.pad_to_max_length else None
+        task.collate,
+        pad_id=pad_id,
+        pad_to=cfg.finetune.max_seq_length if cfg.finetune.pad_to_max_length else None,
     )
     return LengthGroupedBatches(
         features,
-        cfg.batch_size // dist.world_size,
+        cfg.finetune.batch_size // dist.world_size,
         collate,
-        group_by_length=cfg.group_by_length and not cfg.pad_to_max_length,
-        seed=cfg.seed,
+        group_by_length=cfg.finetune.group_by_length and not cfg.finetune.pad_to_max_length,
+        seed=cfg.run.seed,
         rank=dist.rank,
         world_size=dist.world_size,
     )
@@ -341,7 +338,13 @@ class _DevEvaluation:
         fn = model_predict_fn(module)
         return {
             split: evaluate(
-                self.task, ex, feats, fn, split=split, batch_size=self.cfg.eval_batch_size, pad_id=self.pad_id
+                self.task,
+                ex,
+                feats,
+                fn,
+                split=split,
+                batch_size=self.cfg.run.eval_batch_size,
+                pad_id=self.pad_id,
             )
             for split, (ex, feats) in self.dev_sets.items()
         }
@@ -395,48 +398,45 @@ def _make_trainer(
     dev: _DevEvaluation,
     on_save: Any,
     dist: Any,
-    *,
-    max_time_s: float | None,
-    progress_bar: bool,
-    save_every: int | None,
-    save_every_s: float | None,
 ) -> Any:
-    """`Trainer.for_finetuning` with the config's optimizer (its weight decay and epsilon) and linear
-    warmup/decay, dev evaluation every ``eval_every`` steps (default: each epoch) and at the end, the best
-    checkpoint by the dev score, and step checkpoints every ``save_every`` steps / ``save_every_s``
-    seconds and at the end, the newest kept."""
+    """`Trainer.for_finetuning` with the config's optimizer and schedule (the one builder), dev evaluation
+    every ``run.eval_every`` steps (default: each epoch) and at the end, the best checkpoint by the dev
+    score, and step checkpoints every ``run.save_every`` steps / ``run.save_every_minutes`` and at the end,
+    the newest ``run.keep_last`` kept."""
     from albert.train import Trainer, TrainerConfig
 
     has_dev = bool(dev.dev_sets)
+    r = cfg.run
     return Trainer.for_finetuning(
         model,
-        lr=cfg.learning_rate,
+        optim=cfg.optim,
+        schedule=cfg.schedule,
         total_steps=total_steps,
         warmup_steps=warmup_steps,
-        optimizer=cfg.optimizer,
-        weight_decay=cfg.weight_decay,
-        eps=cfg.adam_epsilon,
         config=TrainerConfig(
-            max_steps=total_steps,
-            max_grad_norm=cfg.max_grad_norm,
-            precision=cfg.precision,
-            fp32_linear=cfg.fp32_linear,
-            device=cfg.device,
-            eval_every=(cfg.eval_every or steps_per_epoch) if has_dev else None,
+            max_steps=min(total_steps, r.max_steps) if r.max_steps is not None else total_steps,
+            max_grad_norm=cfg.optim.max_grad_norm,
+            precision=r.precision,
+            fp32_linear=r.fp32_linear,
+            device=r.device,
+            compile=r.compile,
+            activation_checkpointing=r.activation_checkpointing,
+            eval_every=(r.eval_every or steps_per_epoch) if has_dev else None,
             eval_at_end=has_dev,
-            save_every=save_every,
-            keep_last=1,  # a resume needs only the newest (written atomically before the older goes)
+            save_every=r.save_every,
+            keep_last=r.keep_last,  # a resume needs only the newest (written atomically before the older goes)
             best_metric="eval_score" if has_dev else None,
             best_mode="max",
-            max_time_s=max_time_s,
-            progress_bar=progress_bar,
-            log_every=max(1, min(50, steps_per_epoch // 10)),
+            max_bad_steps=r.max_bad_steps,
+            max_time_s=r.max_time_minutes * 60 if r.max_time_minutes is not None else None,
+            progress_bar=r.progress_bar,
+            log_every=r.log_every or max(1, min(50, steps_per_epoch // 10)),
         ),
         run_dir=out,
         eval_fn=dev if has_dev else None,
         on_save=on_save,
         dist=dist,
-        save_every_s=save_every_s,
+        save_every_s=r.save_every_minutes * 60 if r.save_every_minutes else None,
     )
 
 
@@ -454,14 +454,14 @@ def _predict_test_splits(
         except FileNotFoundError as e:
             logger.info("no %s split (%s); no predictions for it", split, e)
             continue
-        feats = task.featurize(examples, tokenizer, cfg.max_seq_length)
+        feats = task.featurize(examples, tokenizer, cfg.finetune.max_seq_length)
         res = evaluate(
             task,
             examples,
             feats,
             fn,
             split=split,
-            batch_size=cfg.eval_batch_size,
+            batch_size=cfg.run.eval_batch_size,
             pad_id=pad_id_of(tokenizer),
         )
         path = task.write_test_predictions(split, res.predictions, out)
@@ -472,4 +472,4 @@ def _load_model(model_cls: Any, model_dir: Path, cfg: FinetuneConfig) -> Any:
     """A checkpoint of the run, on the run's device."""
     from albert.train.distributed import pick_device
 
-    return model_cls.from_pretrained(model_dir).to(pick_device(cfg.device))
+    return model_cls.from_pretrained(model_dir).to(pick_device(cfg.run.device))

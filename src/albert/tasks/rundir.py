@@ -34,7 +34,7 @@ from albert._io import (
     recover_dir,
     recover_dirs_in,
 )
-from albert.tasks.base import FinetuneConfig, ModelDirError, Task
+from albert.tasks.base import FinetuneOptions, ModelDirError, Task
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
 from albert.tasks.race import MultipleChoiceTask
@@ -190,7 +190,7 @@ def trained_max_seq_length(info: Mapping[str, Any], given: int | None = None) ->
     fine-tuned with (task.json; `albert finetune` always records it), else `FinetuneConfig`'s default."""
     if given is not None:  # 0 too: refused by the caller's range check, never silently replaced
         return int(given)
-    return int(info.get("max_seq_length", FinetuneConfig.max_seq_length))
+    return int(info.get("max_seq_length", FinetuneOptions.max_seq_length))
 
 
 @dataclass

@@ -7,14 +7,14 @@ The loop knows two things: a module whose ``forward(**batch)`` returns a dict (e
 with a scalar ``loss`` (and optionally more 0-d tensors, e.g. ``mlm_accuracy``, which are logged), and an
 iterable of batches (dicts of tensors, already collated; the loop moves them to the device). Fine-tuning::
 
-    from albert.train import Trainer, TrainerConfig
+    from albert.train import OptimSettings, Trainer, TrainerConfig
 
     def evaluate(model) -> dict[str, float]:        # called in eval mode under torch.no_grad()
         return {"eval_accuracy": ...}
 
     trainer = Trainer.for_finetuning(
         model,                                      # e.g. AlbertForSequenceClassification.from_pretrained(dir)
-        lr=2e-5, total_steps=5336, warmup_steps=320, optimizer="adamw",   # AdamW + warmup, linear decay
+        optim=OptimSettings(name="adamw", lr=2e-5), total_steps=5336, warmup_steps=320,  # warmup, linear decay
         config=TrainerConfig(max_steps=5336, grad_accum_steps=1, eval_every=500,
                              best_metric="eval_accuracy", best_mode="max", save_every=500, keep_last=1),
         run_dir="runs/sst2", eval_fn=evaluate, on_save=lambda d: tokenizer.save_pretrained(d))
@@ -55,10 +55,10 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
 * Distributed: launch with ``torchrun``; `albert.train.distributed.init_distributed` joins the group and
   the trainer wraps the model in DDP (gradient sync only on the last micro-batch). Rank 0 writes files.
 
-This file is the loop; its parts live next to it: `TrainerConfig` in ``config.py``, metric sums and
-files in ``metrics.py``, the epoch-wise data position in ``batches.py``, DDP / compile / autocast in
-``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and signals in ``distributed.py``,
-what ``fit`` returns in ``result.py``.
+This file is the loop; its parts live next to it: `TrainerConfig` in ``config.py`` (the shared settings
+in ``settings.py``), metric sums and files in ``metrics.py``, the epoch-wise data position in ``batches.py``,
+DDP / compile / autocast in ``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and
+signals in ``distributed.py``, what ``fit`` returns in ``result.py``.
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ from albert.train.metrics import (
 from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
+from albert.train.settings import OptimSettings, ScheduleSettings
 
 __all__ = [
     "Trainer",
@@ -213,29 +214,28 @@ class Trainer:
         cls,
         model: nn.Module,
         *,
-        lr: float,
+        optim: OptimSettings,
         total_steps: int,
         warmup_steps: int = 0,
-        optimizer: str = "adamw",
-        weight_decay: float = 0.01,
-        eps: float = 1e-6,
-        power: float = 1.0,
+        schedule: ScheduleSettings | None = None,
         config: TrainerConfig | None = None,
         **kwargs: Any,
     ) -> Trainer:
-        """A trainer with ``optimizer`` (AdamW by default) and linear warmup + linear decay to 0 at
-        ``total_steps`` (original run_classifier.py / run_squad / run_race use create_optimizer this way;
-        its AdamWeightDecayOptimizer has epsilon 1e-6). Keyword arguments go to `Trainer` (run_dir, eval_fn,
-        on_save, ...)."""
-        from albert.optim import build_optimizer, build_scheduler
+        """A trainer with the one builder's optimizer and schedule (`albert.optim.build_training`): ``optim``,
+        warmup of ``warmup_steps`` + decay to 0 at ``total_steps`` (as run_classifier.py / run_squad /
+        run_race's create_optimizer), on the run's device. Keyword arguments go to `Trainer`."""
+        from albert.optim import build_training
 
         config = config or TrainerConfig(max_steps=total_steps)
+        schedule = schedule or ScheduleSettings()
         device = kwargs["dist"].device if kwargs.get("dist") is not None else None
         if device is None:
             device = pick_device(config.device)
         model.to(device)
-        opt = build_optimizer(model, optimizer, lr, weight_decay=weight_decay, eps=eps)
-        sched = build_scheduler(opt, total_steps=total_steps, warmup_steps=warmup_steps, power=power)
+        budget_s = config.max_time_s if schedule.by == "time" else None
+        opt, sched = build_training(
+            model, optim, schedule, total_steps=total_steps, warmup_steps=warmup_steps, budget_s=budget_s
+        )
         return cls(model, opt, sched, config, **kwargs)
 
     def _wrap(self) -> nn.Module:

@@ -23,9 +23,8 @@ from typing import Any
 
 import torch
 
-from albert.config import AlbertConfig
+from albert.config import AlbertConfig, ConfigError
 from albert.model import AlbertForPreTraining
-from albert.train.config import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -38,10 +37,11 @@ OVERRIDABLE = (
     "classifier_dropout_prob",
     "initializer_range",
 )
-# parts of AlbertForPreTraining that a model directory may lack (parameter-name prefixes), and that
-# optim.head_lr_scale applies to: the two heads and the pooler under the SOP/NSP head (a sentence-embedding
-# model such as all-MiniLM-L6-v2 carries a pooler it never trained: weights of std 0.009, outputs ~0.05)
-PARTS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop.", "pooler": "albert.pooler."}
+# The heads of AlbertForPreTraining (albert.model.heads: the MLMHead `mlm`, the SOP/NSP linear `sop`), the pooler
+# under the SOP/NSP head, by parameter-name prefix: the parts a model directory may lack, and those that
+# optim.head_lr_scale applies to (a sentence-embedding model such as all-MiniLM-L6-v2 carries a pooler it
+# never trained: weights of std 0.009, outputs ~0.05).
+HEAD_PARTS = {"masked-LM head": "mlm.", "SOP/NSP head": "sop.", "pooler": "albert.pooler."}
 
 
 def init_config(init_dir: str | Path, overrides: Mapping[str, Any]) -> AlbertConfig:
@@ -128,7 +128,7 @@ def load_init_model(
     fresh = dict(AlbertForPreTraining(config).named_parameters())
     params = dict(model.named_parameters())
     loaded, initialized = [], []
-    for part, prefix in PARTS.items():
+    for part, prefix in HEAD_PARTS.items():
         names = [n for n in params if n.startswith(prefix)]
         if any(not torch.equal(params[n], fresh[n]) for n in names):
             loaded.append(part)

@@ -1,4 +1,5 @@
-"""Pretraining: a `PretrainConfig` -> AlbertForPreTraining + PretrainingDataset + LAMB -> the trainer.
+"""Pretraining, the task: a `PretrainConfig` -> AlbertForPreTraining + PretrainingDataset + LAMB -> the one
+trainer (`albert.train`, which knows nothing of models or data).
 
 `pretrain(cfg)` is what ``albert pretrain`` runs; `PretrainingEvaluator` measures held-out masked-LM and
 sentence-order accuracy (pooled over tokens / sequences, as the original run_pretraining.py `metric_fn`:
@@ -17,11 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert._io import atomic_write_dir, atomic_write_json, lock_dir
+from albert._io import IGNORE_INDEX, atomic_write_dir, atomic_write_json, lock_dir
+from albert.config import ConfigError
 from albert.model import AlbertForPreTraining
-from albert.model.heads import IGNORE_INDEX
+from albert.tasks.pretraining_config import PretrainConfig
 from albert.train import checkpoint as ckpt_io
-from albert.train.config import ConfigError, PretrainConfig
 from albert.train.distributed import DistInfo
 from albert.train.trainer import Trainer, TrainResult
 
@@ -199,6 +200,8 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     cfg.validate()
     if not cfg.data.data_dir:
         raise ConfigError("data.data_dir is required (a DATA_DIR made by `albert prepare`; flag --data-dir)")
+    if not cfg.run.run_dir:
+        raise ConfigError("run.run_dir is required (the run directory; flag --output)")
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     info = init_distributed(cfg.run.device)
@@ -214,7 +217,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
 def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> TrainResult:
     from albert.data import PretrainingDataset
 
-    run_dir = Path(cfg.run.run_dir)
+    run_dir = Path(cfg.run.run_dir or "")  # pretrain() refused an empty one
     micro, accum = cfg.grad_accum_steps(info.world_size)
     tokenizer = _load_tokenizer(cfg.data.tokenizer)
     model, seq = _build_model(cfg, data_dir, info.rank)
@@ -263,6 +266,7 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         on_save=on_save,
         dist=info,
         on_log=health.on_train_record if health is not None else None,
+        save_every_s=cfg.run.save_every_minutes * 60 if cfg.run.save_every_minutes else None,
     )
     if health is not None:
         health.start(model)
@@ -386,7 +390,7 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
     The config checked is the one used: the preset with ``model.overrides``, or the init model's with them."""
     from albert.config import AlbertConfig
     from albert.data import load_manifest
-    from albert.train import init_from
+    from albert.tasks import pretraining_init as init_from
 
     manifest = load_manifest(data_dir)
     vocab = int(manifest["tokenizer"]["vocab_size"])
@@ -420,37 +424,22 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
 
 
 def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
-    from albert.optim import build_optimizer, build_scheduler
-    from albert.optim.schedules import build_time_scheduler
+    """The one builder (`albert.optim.build_training`) with the run's settings; ``optim.head_lr_scale``
+    scales the lr of the parts `HEAD_PARTS` names."""
+    from albert.optim import build_training
+    from albert.tasks.pretraining_init import HEAD_PARTS
 
     o, s = cfg.optim, cfg.schedule
-    from albert.train.init_from import PARTS
-
-    lr_scales = {prefix: o.head_lr_scale for prefix in PARTS.values()} if o.head_lr_scale != 1 else None
-    optimizer = build_optimizer(
-        model,
-        o.name,
-        o.lr,
-        weight_decay=o.weight_decay,
-        betas=(o.beta1, o.beta2),
-        eps=o.eps,
-        lr_scales=lr_scales,
-    )
+    lr_scales = {prefix: o.head_lr_scale for prefix in HEAD_PARTS.values()} if o.head_lr_scale != 1 else None
     if lr_scales:
         logger.info("optim.head_lr_scale %g: the heads and the pooler (%s) train at lr %g", o.head_lr_scale, ", ".join(
-            f"{p}*" for p in PARTS.values()), o.lr * o.head_lr_scale)  # fmt: skip
-    if s.by == "time":  # validate() made sure there is a budget
-        budget_s = float(cfg.run.max_time_minutes or 0) * 60
-        warmup_s = s.warmup_fraction * budget_s
-        return optimizer, build_time_scheduler(optimizer, budget_s=budget_s, warmup_s=warmup_s, power=s.power)
-    scheduler = build_scheduler(
-        optimizer,
-        total_steps=s.total_steps,
-        warmup_steps=s.warmup_steps,
-        power=s.power,
-        start_warmup_step=s.start_warmup_step,
+            f"{p}*" for p in HEAD_PARTS.values()), o.lr * o.head_lr_scale)  # fmt: skip
+    assert s.total_steps is not None  # validate() refuses null in pretraining
+    total, warmup = s.steps()
+    budget_s = float(cfg.run.max_time_minutes or 0) * 60 or None
+    return build_training(
+        model, o, s, total_steps=total, warmup_steps=warmup, budget_s=budget_s, lr_scales=lr_scales
     )
-    return optimizer, scheduler
 
 
 def _log_start(
