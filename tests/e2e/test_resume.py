@@ -75,6 +75,9 @@ def pretrain_args(data: Path, run_dir: Path) -> list[str]:
         "pretrain", "--recipe", "smoke", "--data-dir", str(data / "data"), "--tokenizer", str(data / "tok"),
         "--run-dir", str(run_dir), "--set", f"schedule.total_steps={STEPS}", "--set", "run.save_every=5",
         "--set", "run.eval_every=null", "--set", "run.keep_last=2", "--set", "run.precision=fp32",
+        # the straight and the killed run are two processes: auto would measure the fp32 linear library in
+        # each and could pick two (bit-different) ones on a loaded machine; a resume keeps its checkpoint's
+        "--set", "run.fp32_linear=torch",
         "--model.overrides", '{"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}',
     ]  # fmt: skip
 

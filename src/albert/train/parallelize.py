@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
+from albert.model.fp32_linear import FP32_LINEAR_BACKENDS, choose_fp32_linear, fp32_linear, onednn_available
 from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
 
@@ -91,3 +91,28 @@ def linear_backend(device: torch.device, dtype: torch.dtype | None, config: Trai
     if dtype is None and device.type == "cpu" and not config.compile:
         return choose_fp32_linear(config.fp32_linear)
     return "torch"
+
+
+def resumed_run(
+    state: dict[str, Any], path: Any, config: TrainerConfig, linear: str, device: torch.device, dtype: Any
+) -> str:
+    """What a resumed run keeps of the checkpoint ``path`` (its trainer state ``state``): warns where the
+    data order will differ (another ``grad_accum_steps``); returns the fp32 linear library to run on --
+    where ``auto`` measured one at start-up (``linear``), the one the checkpoint ran on: the measurement can
+    pick the other library on a loaded machine, the two differ in the last bits, and a resume must reproduce
+    the uninterrupted run bit for bit."""
+    if state.get("grad_accum_steps", 1) != config.grad_accum_steps:
+        logger.warning(
+            "%s was written with grad_accum_steps=%s, now %d: the data order will differ",
+            path,
+            state.get("grad_accum_steps"),
+            config.grad_accum_steps,
+        )
+    saved = state.get("fp32_linear")
+    measured = config.fp32_linear == "auto" and dtype is None and device.type == "cpu" and not config.compile
+    if not measured or saved == linear or saved not in FP32_LINEAR_BACKENDS:
+        return linear
+    if saved == "onednn" and not onednn_available():
+        return linear
+    logger.info("fp32 linear backend %s, as the checkpoint %s ran on (auto measured %s)", saved, path, linear)
+    return str(saved)

@@ -95,7 +95,7 @@ from albert.train.metrics import (
     step_of,
     train_record,
 )
-from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, wrap_model
+from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, resumed_run, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
 from albert.train.settings import OptimSettings, ScheduleSettings
@@ -510,6 +510,7 @@ class Trainer:
             "eval_history": self.eval_history,
             "world_size": self.dist.world_size,
             "grad_accum_steps": self.config.grad_accum_steps,
+            "fp32_linear": self.fp32_linear,
         }
 
     def save(self) -> Path:
@@ -557,13 +558,7 @@ class Trainer:
             rank=self.dist.rank,
             world_size=self.dist.world_size,  # a different number of ranks is refused
         )
-        if state.get("grad_accum_steps", 1) != self.config.grad_accum_steps:
-            logger.warning(
-                "%s was written with grad_accum_steps=%s, now %d: the data order will differ",
-                path,
-                state.get("grad_accum_steps"),
-                self.config.grad_accum_steps,
-            )
+        self.fp32_linear = resumed_run(state, path, self.config, self.fp32_linear, self.device, self.dtype)
         for key in LOOP_STATE:
             setattr(self, key, state[key])
         self._training_s = self._saved_at_s = self.elapsed_s
