@@ -78,7 +78,9 @@ def test_a_body_that_never_finishes_arriving_gets_408(model_dir: Path, tmp_path:
             answer = sock.recv(4096).decode()
             waited = time.monotonic() - started
         assert answer.startswith("HTTP/1.1 408"), answer
-        assert "body_timeout_s" in answer and waited < 10
+        # 1 s asked; without the timeout the recv would wait for the socket's 30 s and raise. The bound is
+        # loose on purpose: on a loaded machine (load 13 on 2 cores) the server answered late, not wrongly
+        assert "body_timeout_s" in answer and waited < 25
         assert httpx.get(f"{srv.url}/health", timeout=5).json()["status"] == "ok"  # still serving
     finally:
         srv.stop()
