@@ -1,9 +1,8 @@
-"""`albert evaluate {glue,custom,race}`: metrics and predictions of a fine-tuned model on a split."""
+"""`albert evaluate {glue,custom,race,squad,ner}`: metrics and predictions of a fine-tuned model on a split."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -18,6 +17,7 @@ DESCRIPTION = """Evaluate a fine-tuned model on a split and write its prediction
   albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
   albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
   albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
+  albert evaluate ner --model RUN_DIR --dev dev.conll               # entity-level precision, recall, F1
 
 --model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
 directory written by it; one whose weights lack the task head is refused (the head would be random).
@@ -25,12 +25,11 @@ Unlabelled splits get predictions only."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.cli.finetune import TASKS
+    from albert.tasks.registry import TASKS
 
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
-    for name, module_name in TASKS.items():
-        module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
+    for name, cls in TASKS.items():
+        p = sub.add_parser(name, help=cls.cli_help, description=cls.cli_help)
         p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
         p.add_argument(
             "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
@@ -40,27 +39,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default 64)")
         p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
         p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
-        module.cli_arguments(p, "evaluate")
+        cls.cli_arguments(p, "evaluate")
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.cli.finetune import task_module
+    from albert.cli.finetune import task_class
     from albert.tasks.base import ModelDirError, evaluate, model_predict_fn, require_examples, write_jsonl
     from albert.tasks.inputs import pad_id_of
     from albert.tasks.rundir import load_finetuned
 
     # errors are raised: `albert.cli.main` prints them as one line and exits 1
-    summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
-    if summary_hook is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
-        summary = summary_hook(args)
-        if summary is not None:
-            print(json.dumps(summary, indent=2))
-            return 0
+    summary = task_class(args.task_kind).cli_summary(args)
+    if summary is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
+        print(json.dumps(summary, indent=2))
+        return 0
     if args.batch_size < 1:
         raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
     # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
     tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
-    task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
+    task, _ = task_class(args.task_kind).cli_task(args, tuned.info)
     if task.kind != tuned.task.kind:
         raise ModelDirError(
             f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"

@@ -25,8 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert.export.runtime import featurize, ort_predict_fn, torch_predict_fn
-from albert.tasks.base import Example, ModelDirError, PredictFn
+from albert.export.runtime import featurize, ort_predict_fn
+from albert.tasks.base import Example, ModelDirError, PredictFn, model_predict_fn
 from albert.tasks.base import predict as run_batches
 from albert.tasks.inputs import pad_id_of
 from albert.tasks.rundir import FineTuned, load_finetuned
@@ -174,7 +174,7 @@ def _torch_fn(finetuned: FineTuned, int8: bool, threads: int | None, device: str
         from albert.export.quantize import quantize_torch_int8
 
         quantize_torch_int8(model)
-    return torch_predict_fn(model)
+    return model_predict_fn(model, fp32_linear="auto")
 
 
 def _onnx_session(model_dir: Path, int8: bool, threads: int | None) -> Any:

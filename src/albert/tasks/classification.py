@@ -1,7 +1,7 @@
 """Sequence classification and regression: the one class behind every GLUE task (a table of specs in
 `albert.tasks.glue`) and the user's own CSV/TSV/JSONL data (`albert.tasks.custom`).
 
-Inputs are ``[CLS] a [SEP] (b [SEP])`` (`albert.tasks.inputs.encode_text_pair`); the head is pooled ->
+Inputs are ``[CLS] a [SEP] (b [SEP])`` (`albert.tasks.inputs.encode_text_pairs`); the head is pooled ->
 dropout -> dense (num_labels, or 1 with MSE for regression), `albert.model.AlbertForSequenceClassification`.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from albert.tasks import metrics as M
 from albert.tasks.base import Example, Task, TaskDataError
 from albert.tasks.collate import Feature
-from albert.tasks.inputs import encode_text_pair
+from albert.tasks.inputs import encode_text_pairs
 
 ReadFn = Callable[[str], list[Example]]
 
@@ -24,6 +24,9 @@ ReadFn = Callable[[str], list[Example]]
 class ClassificationTask(Task):
     """Single-sentence or sentence-pair classification (``labels`` given) or regression (``labels`` None),
     with the examples coming from a reader function."""
+
+    kinds = ("classification", "regression")
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {"classification": ("logits",)}
 
     def __init__(
         self,
@@ -81,11 +84,22 @@ class ClassificationTask(Task):
             return float(label)
         return self.labels.index(label)
 
-    def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
+    def featurize(
+        self, examples: Sequence[Example], tokenizer: Any, max_length: int, num_workers: int = 1
+    ) -> list[Feature]:
+        """``[CLS] a [SEP] (b [SEP])``, all texts in one tokenizer call (``num_workers`` threads)."""
+        pairs = [len(ex.texts) > 1 for ex in examples]
+        if any(pairs) and not all(pairs):
+            raise ValueError("a batch mixes single texts and text pairs")
+        encoded = encode_text_pairs(
+            tokenizer,
+            [ex.texts[0] for ex in examples],
+            [ex.texts[1] for ex in examples] if any(pairs) else None,
+            max_length,
+            num_workers,
+        )
         features = []
-        for i, ex in enumerate(examples):
-            b = ex.texts[1] if len(ex.texts) > 1 else None
-            ids, types = encode_text_pair(tokenizer, ex.texts[0], b, max_length)
+        for i, (ex, (ids, types)) in enumerate(zip(examples, encoded)):
             feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": i}
             if ex.label is not None:
                 feat["labels"] = self.label_id(ex.label)
@@ -147,7 +161,42 @@ class ClassificationTask(Task):
     def info(self) -> dict[str, Any]:
         return {**super().info(), "labels": self.labels, "text_fields": self.text_fields}
 
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """CSV, TSV or JSONL with named columns (`albert.tasks.custom.read_file`): the training ones
+        (task.json ``columns`` of custom data, the GLUE spec's dev columns of a GLUE task), else ``text``
+        / ``text_pair`` / ``label``; a file without a header row names its columns with ``columns`` (the
+        polarity CSV: ``label,text``). A label the model does not know is an error naming file and line."""
+        from albert.tasks.custom import CustomData, read_file
+
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        text, pair, label, headerless = _text_columns(info)
+        labels = [str(x) for x in info.get("labels") or []]
+        data = CustomData(
+            text_column=text,
+            text_pair_column=pair,
+            label_column=label,
+            regression=info.get("kind") == "regression",
+            labels=tuple(labels) or None,
+            columns=tuple(columns) if columns else headerless,
+        )
+        examples = read_file(data, path, labelled=True, split="calibrate")
+        for ex in examples:
+            if labels and ex.label not in labels:
+                raise TaskDataError(
+                    f"{ex.meta['file']}:{ex.meta['line']}: label {ex.label!r} is not one of the model's "
+                    f"labels ({', '.join(labels)})"
+                )
+        return examples
+
     # ------------------------------------------------------------------------------------ albert predict
+    def request_fields(self) -> tuple[str, ...]:
+        return ("pairs", "items") if self.text_fields == 2 else ("texts", "items")
+
     def predict_examples(
         self,
         records: Sequence[Mapping[str, Any]],
@@ -192,3 +241,17 @@ class ClassificationTask(Task):
             row["text_pair"] = example.texts[1]
         row.update({k: v for k, v in prediction.items() if k != "guid"})
         return row
+
+
+def _text_columns(info: Mapping[str, Any]) -> tuple[str, str | None, str, tuple[str, ...] | None]:
+    """(text, pair, label, headerless column names) of the files of a classification model's task."""
+    pairs = int(info.get("text_fields", 1)) == 2
+    if info.get("glue_task"):
+        from albert.tasks.glue import get_spec
+
+        dev = get_spec(str(info["glue_task"])).splits["dev"]
+        return dev.text_a, dev.text_b, dev.label or "label", dev.columns
+    columns = info.get("columns") or {}
+    text = columns.get("text") or "text"
+    pair = (columns.get("text_pair") or "text_pair") if pairs else None
+    return text, pair, columns.get("label") or "label", None
