@@ -15,7 +15,7 @@ from typing import Any
 from albert.export.runtime import featurize
 from albert.tasks.base import Example, PredictFn, Task, evaluate
 from albert.tasks.inputs import pad_id_of
-from albert.tasks.registry import task_class
+from albert.tasks.registry import READERS, task_class
 
 
 def read_labelled(
@@ -28,7 +28,8 @@ def read_labelled(
         FileNotFoundError: no such file.
         TaskDataError: a record without the needed fields, or an unknown label (names file and line).
     """
-    return task_class(info).read_labelled(info, path, columns)
+    task_class(info)  # a known kind, or one line naming it
+    return READERS[str(info["kind"])].read_labelled(info, path, columns)
 
 
 def task_metrics(

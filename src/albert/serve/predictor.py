@@ -174,7 +174,10 @@ def _torch_fn(finetuned: FineTuned, int8: bool, threads: int | None, device: str
         from albert.export.quantize import quantize_torch_int8
 
         quantize_torch_int8(model)
-    return model_predict_fn(model, fp32_linear="auto")
+    from albert.model import head_of
+    from albert.tasks.registry import HEAD_OUTPUTS
+
+    return model_predict_fn(model, output_keys=HEAD_OUTPUTS[head_of(model)], fp32_linear="auto")
 
 
 def _onnx_session(model_dir: Path, int8: bool, threads: int | None) -> Any:

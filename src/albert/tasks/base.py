@@ -35,6 +35,9 @@ from albert._io import atomic_write_text
 from albert.tasks import metrics as M
 from albert.tasks.collate import Batch, Feature, feature_length, group_key, pad_features
 
+REPORT_FILE = "report.json"
+"""What a fine-tuning run directory's report is called (`albert.tasks.rundir`)."""
+
 PredictFn = Callable[[Batch], Any]
 """A batch of tensors (no labels) -> model outputs: a tensor (B, ...) or a mapping of name -> (B, ...)."""
 
@@ -404,13 +407,13 @@ def model_predict_fn(
 ) -> PredictFn:
     """THE torch predict function (fine-tuning's dev evaluation, `albert evaluate`, `albert predict`,
     `albert serve`, the metrics of `albert export onnx`): eval mode, no grad, only the model's inputs, and
-    only the outputs its task's post-processing reads, moved to the CPU as float32 arrays.
+    the outputs asked for, moved to the CPU as float32 arrays.
 
     Args:
         model: a module whose forward(**batch) returns a mapping (our `Output`).
         device: where to run; None: the model's device.
-        output_keys: which outputs to keep; None: the head's outputs of its task
-            (`albert.tasks.registry.HEAD_OUTPUTS`), for a model of no task every tensor output but ``loss``.
+        output_keys: which outputs to keep (`albert.tasks.registry.HEAD_OUTPUTS`: those its task's
+            post-processing reads); None: every tensor output but ``loss``.
         fp32_linear: "auto": on a CPU in fp32, run the linear layers on the library measured fastest
             (`albert.model.fp32_linear.choose_fp32_linear`; an int8 model's layers are not F.linear and
             stay as they are); None: as they are.
@@ -419,18 +422,13 @@ def model_predict_fn(
 
     import torch
 
-    from albert.model import head_of
     from albert.model.fp32_linear import choose_fp32_linear
     from albert.model.fp32_linear import fp32_linear as linear_backend
-    from albert.tasks.registry import HEAD_OUTPUTS
 
     first = next(model.parameters(), None)
     if device is None:
         device = first.device if first is not None else torch.device("cpu")
-    try:
-        keys = output_keys or HEAD_OUTPUTS.get(head_of(model))
-    except ValueError:  # not one of albert.model.HEADS
-        keys = None
+    keys = output_keys
     cpu_fp32 = torch.device(device).type == "cpu" and first is not None and first.dtype == torch.float32
     backend = choose_fp32_linear() if fp32_linear == "auto" and cpu_fp32 else None
 

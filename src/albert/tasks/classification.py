@@ -161,38 +161,6 @@ class ClassificationTask(Task):
     def info(self) -> dict[str, Any]:
         return {**super().info(), "labels": self.labels, "text_fields": self.text_fields}
 
-    @classmethod
-    def read_labelled(
-        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
-    ) -> list[Example]:
-        """CSV, TSV or JSONL with named columns (`albert.tasks.custom.read_file`): the training ones
-        (task.json ``columns`` of custom data, the GLUE spec's dev columns of a GLUE task), else ``text``
-        / ``text_pair`` / ``label``; a file without a header row names its columns with ``columns`` (the
-        polarity CSV: ``label,text``). A label the model does not know is an error naming file and line."""
-        from albert.tasks.custom import CustomData, read_file
-
-        path = Path(path)
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: no such file")
-        text, pair, label, headerless = _text_columns(info)
-        labels = [str(x) for x in info.get("labels") or []]
-        data = CustomData(
-            text_column=text,
-            text_pair_column=pair,
-            label_column=label,
-            regression=info.get("kind") == "regression",
-            labels=tuple(labels) or None,
-            columns=tuple(columns) if columns else headerless,
-        )
-        examples = read_file(data, path, labelled=True, split="calibrate")
-        for ex in examples:
-            if labels and ex.label not in labels:
-                raise TaskDataError(
-                    f"{ex.meta['file']}:{ex.meta['line']}: label {ex.label!r} is not one of the model's "
-                    f"labels ({', '.join(labels)})"
-                )
-        return examples
-
     # ------------------------------------------------------------------------------------ albert predict
     def request_fields(self) -> tuple[str, ...]:
         return ("pairs", "items") if self.text_fields == 2 else ("texts", "items")
@@ -241,17 +209,3 @@ class ClassificationTask(Task):
             row["text_pair"] = example.texts[1]
         row.update({k: v for k, v in prediction.items() if k != "guid"})
         return row
-
-
-def _text_columns(info: Mapping[str, Any]) -> tuple[str, str | None, str, tuple[str, ...] | None]:
-    """(text, pair, label, headerless column names) of the files of a classification model's task."""
-    pairs = int(info.get("text_fields", 1)) == 2
-    if info.get("glue_task"):
-        from albert.tasks.glue import get_spec
-
-        dev = get_spec(str(info["glue_task"])).splits["dev"]
-        return dev.text_a, dev.text_b, dev.label or "label", dev.columns
-    columns = info.get("columns") or {}
-    text = columns.get("text") or "text"
-    pair = (columns.get("text_pair") or "text_pair") if pairs else None
-    return text, pair, columns.get("label") or "label", None

@@ -405,6 +405,36 @@ class CustomTask(ClassificationTask):
             info["skipped_rows"] = dict(self.skipped_rows)
         return info
 
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """CSV, TSV or JSONL with named columns (`albert.tasks.custom.read_file`): the training ones
+        (task.json ``columns`` of custom data, the GLUE spec's dev columns of a GLUE task), else ``text``
+        / ``text_pair`` / ``label``; a file without a header row names its columns with ``columns`` (the
+        polarity CSV: ``label,text``). A label the model does not know is an error naming file and line."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        text, pair, label, headerless = _text_columns(info)
+        labels = [str(x) for x in info.get("labels") or []]
+        data = CustomData(
+            text_column=text,
+            text_pair_column=pair,
+            label_column=label,
+            regression=info.get("kind") == "regression",
+            labels=tuple(labels) or None,
+            columns=tuple(columns) if columns else headerless,
+        )
+        examples = read_file(data, path, labelled=True, split="calibrate")
+        for ex in examples:
+            if labels and ex.label not in labels:
+                raise TaskDataError(
+                    f"{ex.meta['file']}:{ex.meta['line']}: label {ex.label!r} is not one of the model's "
+                    f"labels ({', '.join(labels)})"
+                )
+        return examples
+
     # ------------------------------------------------------------------------------------ command line
     cli_help = "your own labelled data: classification or regression from CSV, TSV or JSONL columns"
 
@@ -472,3 +502,17 @@ class CustomTask(ClassificationTask):
 CUSTOM_PRESET = FinetuneConfig(
     learning_rate=2e-5, batch_size=32, epochs=3.0, warmup_fraction=0.1, max_seq_length=128
 )
+
+
+def _text_columns(info: Mapping[str, Any]) -> tuple[str, str | None, str, tuple[str, ...] | None]:
+    """(text, pair, label, headerless column names) of the files of a classification model's task."""
+    pairs = int(info.get("text_fields", 1)) == 2
+    if info.get("glue_task"):
+        from albert.tasks.glue import get_spec
+
+        dev = get_spec(str(info["glue_task"])).splits["dev"]
+        return dev.text_a, dev.text_b, dev.label or "label", dev.columns
+    columns = info.get("columns") or {}
+    text = columns.get("text") or "text"
+    pair = (columns.get("text_pair") or "text_pair") if pairs else None
+    return text, pair, columns.get("label") or "label", None

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import NotTextError, atomic_write_text, read_utf8
-from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
+from albert.tasks.base import REPORT_FILE, Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
-from albert.tasks.rundir import REPORT_FILE
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,8 @@ outputs its post-processing reads (`Task.head_outputs`), the serve request field
 
 * `KINDS`: task.json kind -> the class whose `from_info` rebuilds it (`albert.tasks.rundir`);
 * `HEAD_OUTPUTS`: head name -> graph outputs (`albert.export.graph`, beside the heads no task has);
-* `task_class`: the class of a task.json, for `albert export onnx --calibrate-on` and `albert serve`.
+* `READERS`: task.json kind -> the class that reads its labelled files (`albert export onnx --calibrate-on`);
+* `task_class`: the class of a task.json.
 
 Adding a task kind is one class and one line in `TASKS`.
 """
@@ -43,6 +44,14 @@ def _rebuilder(cls: type[Task]) -> type[Task]:
 
 KINDS: dict[str, type[Task]] = {kind: _rebuilder(cls) for cls in TASKS.values() for kind in cls.kinds}
 """Task kind (``Task.kind``, saved in task.json) -> the class that rebuilds the task from task.json."""
+
+READERS: dict[str, type[Task]] = {
+    kind: next(c for c in cls.__mro__ if "read_labelled" in vars(c))
+    for cls in TASKS.values()
+    for kind in cls.kinds
+}
+"""Task kind -> the class whose `Task.read_labelled` reads its labelled files (classification and
+regression, GLUE models too: custom data's CSV / TSV / JSONL columns)."""
 
 HEAD_OUTPUTS: dict[str | None, tuple[str, ...]] = {
     head: outputs for cls in TASKS.values() for head, outputs in cls.head_outputs.items()

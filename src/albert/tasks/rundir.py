@@ -34,13 +34,12 @@ from albert._io import (
     recover_dir,
     recover_dirs_in,
 )
-from albert.tasks.base import FinetuneConfig, ModelDirError, Task
+from albert.tasks.base import REPORT_FILE, FinetuneConfig, ModelDirError, Task
 from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
 
 logger = logging.getLogger(__name__)
 
 TASK_FILE = "task.json"
-REPORT_FILE = "report.json"
 
 
 class RunDirError(ValueError):
