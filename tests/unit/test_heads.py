@@ -103,9 +103,9 @@ def test_load_model_errors_and_the_bare_default(tmp_path) -> None:
     assert type(bare) is AlbertModel and bare.config.hidden_dropout_prob == 0.2
     assert {p.dtype for p in bare.parameters()} == {torch.float64}
 
-    raw["architectures"] = ["AlbertForTokenClassification"]
+    raw["architectures"] = ["AlbertForCausalLM"]  # an architecture none of our classes is
     (tmp_path / "config.json").write_text(json.dumps(raw))
-    with pytest.raises(ConfigError, match=r"config.json: architecture 'AlbertForTokenClassification'"):
+    with pytest.raises(ConfigError, match=r"config.json: architecture 'AlbertForCausalLM'"):
         load_model(tmp_path)
     raw["albert_head"] = "tagging"
     (tmp_path / "config.json").write_text(json.dumps(raw))
