@@ -19,6 +19,7 @@ from albert.model import (  # noqa: E402
     AlbertForSequenceClassification,
     AlbertModel,
 )
+from albert.model.heads import IGNORE_INDEX, AlbertForTokenClassification  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -155,6 +156,7 @@ def test_mlm_logits_at_masked_positions_match_full(tmp_path):
         ("AlbertForMaskedLM", AlbertForMaskedLM, {}),
         ("AlbertForSequenceClassification", AlbertForSequenceClassification, {"num_labels": 3}),
         ("AlbertForQuestionAnswering", AlbertForQuestionAnswering, {}),
+        ("AlbertForTokenClassification", AlbertForTokenClassification, {"num_labels": 5}),
     ],
 )
 def test_hf_albert_heads(hf_cls, ours_cls, extra, tmp_path):
@@ -175,9 +177,36 @@ def test_hf_albert_heads(hf_cls, ours_cls, extra, tmp_path):
     elif hf_cls == "AlbertForSequenceClassification":
         assert ours.num_labels == 3
         torch.testing.assert_close(out.logits, ref.logits, **TOL)
+    elif hf_cls == "AlbertForTokenClassification":
+        assert ours.num_labels == 5
+        torch.testing.assert_close(out.logits[valid], ref.logits[valid], **TOL)
     else:
         torch.testing.assert_close(out.start_logits[valid], ref.start_logits[valid], **TOL)
         torch.testing.assert_close(out.end_logits[valid], ref.end_logits[valid], **TOL)
+
+
+def test_transformers_reads_our_token_classification_dir(tmp_path):
+    """Our NER model directory (`albert finetune ner`'s checkpoints) is one transformers loads: the same
+    class, tag names, logits and loss (IGNORE_INDEX positions left out of both)."""
+    torch.manual_seed(0)
+    cfg = AlbertConfig.from_preset("albert-tiny")
+    ours = AlbertForTokenClassification(cfg, num_labels=3).eval()  # eval: no dropout on either side
+    ours.label_names = ["O", "B-PER", "I-PER"]
+    ours.save_pretrained(tmp_path)
+    hf = transformers.AlbertForTokenClassification.from_pretrained(
+        tmp_path, attn_implementation="eager"
+    ).eval()
+    assert hf.config.id2label == {0: "O", 1: "B-PER", 2: "I-PER"}
+    batch = _batch(cfg.vocab_size)
+    labels = torch.randint(0, 3, batch["input_ids"].shape, generator=torch.Generator().manual_seed(2))
+    labels[batch["attention_mask"] == 0] = IGNORE_INDEX
+    labels[:, 0] = IGNORE_INDEX  # [CLS], as the task labels it
+    with torch.no_grad():
+        out = ours(**batch, labels=labels)
+        ref = hf(**batch, labels=labels)
+    valid = _valid(batch["attention_mask"])
+    torch.testing.assert_close(out.logits[valid], ref.logits[valid], **TOL)
+    torch.testing.assert_close(out.loss, ref.loss, **TOL)
 
 
 @pytest.mark.parametrize("hf_cls", ["BertModel", "BertForPreTraining", "BertForMaskedLM"])

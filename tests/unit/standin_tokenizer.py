@@ -30,6 +30,9 @@ class WordTokenizer:
     def encode_ids(self, text: str) -> list[int]:
         return [self.vocab.setdefault(t, len(self.vocab)) for t in self.tokenize(text)]
 
+    def encode_ids_batch(self, texts: list[str], num_workers: int = 1) -> list[list[int]]:
+        return [self.encode_ids(t) for t in texts]
+
     def convert_tokens_to_ids(self, tokens: list[str]) -> list[int]:
         return [self.vocab.get(t, self.unk_id) for t in tokens]
 

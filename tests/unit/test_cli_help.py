@@ -48,9 +48,10 @@ def test_help_is_for_users(p) -> None:
 
 @pytest.mark.parametrize("command", ["finetune", "evaluate"])
 def test_every_task_is_listed(command: str) -> None:
-    from albert.cli.finetune import HELP, TASKS, task_module
+    from albert.cli.finetune import HELP
+    from albert.tasks.registry import TASKS
 
     listed = {p.path[1]: p.help for p in PARSERS if p.path[0] == command and len(p.path) == 2}
-    assert listed == {name: task_module(name).CLI_HELP for name in TASKS}
+    assert listed == {name: cls.cli_help for name, cls in TASKS.items()}
     for shown in ("GLUE", "SQuAD", "RACE", "CSV"):
         assert shown in HELP

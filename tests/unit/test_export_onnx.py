@@ -26,7 +26,15 @@ from albert.model import HEADS
 
 pytest.importorskip("onnxruntime")
 
-TASK_HEADS = ["classification", "multiple_choice", "question_answering", "squad_v2", "mlm", "pretraining"]
+TASK_HEADS = [
+    "classification",
+    "multiple_choice",
+    "question_answering",
+    "squad_v2",
+    "token_classification",
+    "mlm",
+    "pretraining",
+]
 
 
 def _model(head: str | None, **overrides: object) -> torch.nn.Module:
@@ -143,7 +151,7 @@ def test_cli_export_with_int8_and_a_metric(
     model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from albert.export.labelled import read_labelled, task_metrics
-    from albert.export.runtime import torch_predict_fn
+    from albert.tasks.base import model_predict_fn
     from albert.tasks.rundir import load_finetuned
 
     dev = write_polarity_like(tmp_path / "polarity.csv")
@@ -183,7 +191,7 @@ def test_cli_export_with_int8_and_a_metric(
     ft = load_finetuned(model_dir)
     examples = read_labelled(ft.info, dev, ["label", "text"])
     model = ft.task.build_model(model_dir)
-    expected = task_metrics(ft.task, examples, ft.tokenizer, ft.max_seq_length, torch_predict_fn(model))
+    expected = task_metrics(ft.task, examples, ft.tokenizer, ft.max_seq_length, model_predict_fn(model))
     assert metrics["fp32"]["accuracy"] == pytest.approx(expected["accuracy"])
     assert metrics["score_change"] == pytest.approx(metrics["int8"]["score"] - metrics["fp32"]["score"])
 

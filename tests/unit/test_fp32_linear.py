@@ -118,11 +118,11 @@ def test_measure_times_both_backends_pairwise() -> None:
     assert all(len(v) == 3 and all(t > 0 for t in v) for v in times.values())
 
 
-def test_torch_predict_fn_runs_fp32_on_the_chosen_backend(
+def test_model_predict_fn_runs_fp32_on_the_chosen_backend(
     monkeypatch: pytest.MonkeyPatch, onednn_calls: list[tuple[int, ...]]
 ) -> None:
-    from albert.export.runtime import torch_predict_fn
     from albert.model import AlbertForSequenceClassification
+    from albert.tasks.base import model_predict_fn
 
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(AlbertConfig.from_preset("albert-tiny"), num_labels=3)
@@ -131,10 +131,10 @@ def test_torch_predict_fn_runs_fp32_on_the_chosen_backend(
         "attention_mask": torch.ones(2, 12, dtype=torch.long),
     }
     monkeypatch.setattr(fl, "_chosen", {"auto": "torch"})
-    want = torch_predict_fn(model)(batch)
+    want = model_predict_fn(model, fp32_linear="auto")(batch)
     assert not onednn_calls
     monkeypatch.setattr(fl, "_chosen", {"auto": "onednn"})
-    got = torch_predict_fn(model)(batch)
+    got = model_predict_fn(model, fp32_linear="auto")(batch)
     assert onednn_calls
     assert got.keys() == want.keys()
     for name in got:

@@ -176,7 +176,10 @@ def test_limits_and_bad_requests_get_4xx_saying_why(server: Server) -> None:
 def test_info_health_and_openapi(server: Server) -> None:
     info = httpx.get(f"{server.url}/info").json()
     assert info["kind"] == "classification" and info["labels"] == ["neg", "pos"]
-    assert info["max_seq_length"] == 48 and info["backend"] in ("torch", "onnx")  # what auto chose, not "auto"
+    assert info["max_seq_length"] == 48 and info["backend"] in (
+        "torch",
+        "onnx",
+    )  # what auto chose, not "auto"
     assert info["serve"]["max_wait_ms"] == 20 and info["serve"]["max_inputs"] == 8
     assert httpx.get(f"{server.url}/health").json()["status"] == "ok"
     schema = httpx.get(f"{server.url}/openapi.json").json()

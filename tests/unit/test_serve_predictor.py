@@ -47,9 +47,9 @@ class CountingTokenizer:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def batch_encode(self, *args: Any, **kwargs: Any) -> Any:
+    def encode_ids_batch(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        return self.inner.batch_encode(*args, **kwargs)
+        return self.inner.encode_ids_batch(*args, **kwargs)
 
 
 @pytest.mark.parametrize("pairs", [False, True])

@@ -1,9 +1,8 @@
-"""`albert evaluate {glue,custom,race}`: metrics and predictions of a fine-tuned model on a split."""
+"""`albert evaluate {glue,custom,race,squad,ner}`: metrics and predictions of a fine-tuned model on a split."""
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -18,6 +17,7 @@ DESCRIPTION = """Evaluate a fine-tuned model on a split and write its prediction
   albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
   albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
   albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
+  albert evaluate ner --model RUN_DIR --dev dev.conll               # entity-level precision, recall, F1
 
 --model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
 directory written by it; one whose weights lack the task head is refused (the head would be random).
@@ -25,13 +25,12 @@ Unlabelled splits get predictions only."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.cli.finetune import TASKS
     from albert.cli.options import add_backend_flag
+    from albert.tasks.registry import TASKS
 
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
-    for name, module_name in TASKS.items():
-        module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
+    for name, cls in TASKS.items():
+        p = sub.add_parser(name, help=cls.cli_help, description=cls.cli_help)
         p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
         p.add_argument(
             "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
@@ -46,11 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
         )
         p.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
-        module.cli_arguments(p, "evaluate")
+        cls.cli_arguments(p, "evaluate")
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert.cli.finetune import task_module
+    from albert.cli.finetune import task_class
     from albert.cli.options import default_device
     from albert.serve.predictor import Predictor
     from albert.tasks.base import ModelDirError, evaluate, require_examples, write_jsonl
@@ -58,17 +57,15 @@ def run(args: argparse.Namespace) -> int:
     from albert.tasks.rundir import load_finetuned
 
     # errors are raised: `albert.cli.main` prints them as one line and exits 1
-    summary_hook = getattr(task_module(args.task_kind), "cli_summary", None)
-    if summary_hook is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
-        summary = summary_hook(args)
-        if summary is not None:
-            print(json.dumps(summary, indent=2))
-            return 0
+    summary = task_class(args.task_kind).cli_summary(args)
+    if summary is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
+        print(json.dumps(summary, indent=2))
+        return 0
     if args.batch_size < 1:
         raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
     # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
     tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
-    task, _ = task_module(args.task_kind).cli_task(args, tuned.info)
+    task, _ = task_class(args.task_kind).cli_task(args, tuned.info)
     if task.kind != tuned.task.kind:
         raise ModelDirError(
             f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"

@@ -1,38 +1,37 @@
 """`albert finetune {glue,custom,race,...}`: fine-tune a model directory on a task with the one trainer.
 
-The task table below is the only place that lists tasks. Each entry names a module in ``albert.tasks``
-with two command-line hooks:
+The tasks are those of `albert.tasks.registry.TASKS`, the one table of them: each task class declares its
+data arguments (``cli_arguments(parser, mode)``, ``mode`` "finetune" or "evaluate"), builds itself and
+its hyperparameter preset from them (``cli_task(args, info=None) -> (Task, FinetuneConfig)``; ``info``:
+the task.json of a fine-tuned model, which fixes e.g. the label order when evaluating) and has the one
+line of help its command shows (``cli_help``).
 
-* ``cli_arguments(parser, mode)``: add the task's data arguments (``mode`` is ``"finetune"`` or
-  ``"evaluate"``);
-* ``cli_task(args, info=None) -> (Task, FinetuneConfig)``: build the task (``info``: the task.json of a
-  fine-tuned model, which fixes e.g. the label order when evaluating) and its hyperparameter preset.
-
-Adding a task (SQuAD) is one line in `TASKS` plus those two functions in its module. The settings flags
-(``--learning-rate``, ``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert.tasks.base.FLAT_NAMES`:
-its ``finetune`` section and the settings shared with ``albert pretrain``), typed by the fields'
-annotations and helped by their docstrings (`albert.cli.options`). The preset, then ``--config FILE``,
-then the flags (``null`` too: ``--train-steps null``), then ``--set SECTION.FIELD=VALUE``, later wins;
-``--print-config`` shows the result in the YAML ``albert pretrain --print-config`` prints, which
-``--config`` reads back.
+Adding a task is one class and one line in that table. The settings flags (``--learning-rate``,
+``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert.tasks.base.FLAT_NAMES`: its ``finetune``
+section and the settings shared with ``albert pretrain``), typed by the fields' annotations and helped by
+their docstrings (`albert.cli.options`). The preset, then ``--config FILE``, then the flags (``null`` too:
+``--train-steps null``), then ``--set SECTION.FIELD=VALUE``, later wins; ``--print-config`` shows the result
+in the YAML ``albert pretrain --print-config`` prints, which ``--config`` reads back.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from typing import Any
 
 from albert.cli.options import add_config_arguments, add_flat_flags, flat_values, warn_deprecated
 
-HELP = "fine-tune a model directory on GLUE, SQuAD, RACE or your own CSV/TSV/JSONL data"
+HELP = (
+    "fine-tune a model directory on GLUE, SQuAD, RACE, named entities (CoNLL) or your own CSV/TSV/JSONL data"
+)
 DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
 
   albert finetune glue --task sst2 --data-dir GLUE --model MODEL_DIR --output RUN_DIR
   albert finetune custom --train data.csv --text-column text --label-column label --model MODEL_DIR --output RUN_DIR
   albert finetune race --data-dir RACE_ROOT --model MODEL_DIR --output RUN_DIR
   albert finetune squad --version 2.0 --train train-v2.0.json --dev dev-v2.0.json --model MODEL_DIR --output RUN_DIR
+  albert finetune ner --train train.conll --dev dev.conll --model MODEL_DIR --output RUN_DIR
 
 The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
 checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
@@ -42,14 +41,6 @@ same command plus --resume. A non-empty --output is refused unless --resume (con
 --overwrite (replace it; the old run is kept aside until the new one has finished, and put back if it
 fails). Hyperparameters are checked
 before any data is read: `albert finetune: error: --flag: reason[; --flag: reason]`, exit 1."""
-
-# task command -> module with cli_arguments(parser, mode) and cli_task(args, info) (see module docstring)
-TASKS: dict[str, str] = {
-    "glue": "albert.tasks.glue",
-    "custom": "albert.tasks.custom",
-    "race": "albert.tasks.race",
-    "squad": "albert.tasks.squad",
-}
 
 
 def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
@@ -94,18 +85,21 @@ def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
     return cfg
 
 
-def task_module(name: str) -> Any:
-    return importlib.import_module(TASKS[name])
+def task_class(name: str) -> Any:
+    """The task class of a command (`albert.tasks.registry.TASKS`)."""
+    from albert.tasks.registry import TASKS
+
+    return TASKS[name]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from albert.tasks.base import SECTIONS
+    from albert.tasks.registry import TASKS
     from albert.train.settings import SHARED_FLAGS
 
     sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
-    for name, module_name in TASKS.items():
-        module = importlib.import_module(module_name)
-        p = sub.add_parser(name, help=module.CLI_HELP, description=module.CLI_HELP)
+    for name, cls in TASKS.items():
+        p = sub.add_parser(name, help=cls.cli_help, description=cls.cli_help)
         p.add_argument(
             "--model",
             "--init",
@@ -120,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             action="store_true",
             help="keep --init's architecture and tokenizer, draw fresh weights (the from-scratch baseline)",
         )
-        module.cli_arguments(p, "finetune")
+        cls.cli_arguments(p, "finetune")
         add_config_arguments(p)
         add_config_flags(p)
         r = p.add_argument_group("run")
@@ -159,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
     # The flags first, over the defaults: building the task may read the training file (custom data
     # infers its labels), and a bad flag is bad whatever the preset (issue 22 item 5).
     _validate(resolve_config(FinetuneConfig(), args), model_config)
-    task, preset = task_module(args.task_kind).cli_task(args)
+    task, preset = task_class(args.task_kind).cli_task(args)
     cfg = resolve_config(preset, args)
     _validate(cfg, model_config)  # the preset's own values with them
     if args.print_config:

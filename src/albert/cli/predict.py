@@ -23,11 +23,14 @@ DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per inp
   albert predict --model RUN_DIR --input items.jsonl           # fields text / text_pair (or --text-field)
   albert predict --model RACE_RUN --input questions.jsonl      # multiple choice: context, question, options
   albert predict --model SQUAD_RUN --input qa.jsonl            # question answering: question, context
+  albert predict --model NER_RUN --input sentences.txt         # named entities: text lines, or {"tokens": [...]}
   albert predict --model RUN_DIR --int8 --threads 2 < big.txt  # CPU: torch.ao dynamic int8
 
 Classification: {"text", "label", "probabilities": {label: p}}; regression: {"text", "score"};
 multiple choice: {"prediction": "B", "probabilities": [...]}; question answering: {"question", "answer"
-("" = no answer, SQuAD 2.0), "probability", "null_odds"}. A JSON input's "id" comes first in its line.
+("" = no answer, SQuAD 2.0), "probability", "null_odds"}; named entities: {"text", "tokens", "tags" (one per
+word), "entities": [{"type", "text", "start", "end" (words), "char_start", "char_end"}]}. A JSON input's
+"id" comes first in its line.
 
 Output line N answers input line N, always: a blank (or all-whitespace) input line gets the record
 {"line": N, "error": "empty input"} and the other lines their predictions (exit 0). The input is read as

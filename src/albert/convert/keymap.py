@@ -125,6 +125,7 @@ def _hf_heads(mlm: str, mlm_bias: str, sentence_pair: str) -> dict[str, dict[str
         "multiple_choice": {"classifier.{p}": "classifier.{p}"},
         "question_answering": {"qa.{p}": "qa_outputs.{p}"},
         "squad_v2": SQUAD_V2_HEAD,
+        "token_classification": {"classifier.{p}": "classifier.{p}"},
     }
 
 
@@ -295,6 +296,11 @@ TF_HEADS: dict[str, dict[str, str | tuple[str, ...]]] = {
         "squad.answer_out.weight": "answer_class/dense_1/kernel",  # use_bias=False
     },
 }
+
+
+#: Heads no original TF script trains (google-research/albert has no token-classification script): a TF
+#: checkpoint converts to them only as an encoder, the head drawn fresh by fine-tuning.
+TF_WITHOUT_ORIGINAL = frozenset({"token_classification"})
 
 
 def tf_rules(config: AlbertConfig, layout: str, head: str | None, *, bare: bool) -> list[KeyRule]:

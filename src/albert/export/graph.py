@@ -23,24 +23,16 @@ import torch
 from torch import nn
 
 from albert.config import AlbertConfig
+from albert.tasks.registry import HEAD_OUTPUTS as TASK_HEAD_OUTPUTS
 
-#: Head name (`albert.model.HEADS`) -> the outputs an inference graph returns, in this order: what the
-#: task's post-processing reads (albert.tasks: classification/regression and multiple choice read
-#: ``logits``; SQuAD 1.1 the span logits; SQuAD 2.0 the beam of `albert.model.squad_head`).
+#: Head name (`albert.model.HEADS`) -> the outputs an inference graph returns, in this order: for the
+#: heads of fine-tuning tasks, what the task's post-processing reads (`albert.tasks.registry`, from each
+#: `Task.head_outputs`); for the encoder and the pretraining heads, their own outputs.
 HEAD_OUTPUTS: dict[str | None, tuple[str, ...]] = {
     None: ("sequence_output", "pooled_output"),
     "pretraining": ("mlm_logits", "sop_logits"),
     "mlm": ("mlm_logits",),
-    "classification": ("logits",),
-    "multiple_choice": ("logits",),
-    "question_answering": ("start_logits", "end_logits"),
-    "squad_v2": (
-        "start_top_log_probs",
-        "start_top_index",
-        "end_top_log_probs",
-        "end_top_index",
-        "cls_logits",
-    ),
+    **TASK_HEAD_OUTPUTS,
 }
 
 #: The inputs every graph takes, in this order; ``p_mask`` is added for models whose forward needs it.

@@ -6,6 +6,7 @@
 * `AlbertForSequenceClassification`: pooled -> dropout -> dense; regression (MSE) when num_labels == 1.
 * `AlbertForMultipleChoice`: pooled -> dropout -> dense(1), softmax over the choices.
 * `AlbertForQuestionAnswering`: the SQuAD 1.1 span head (start / end logits per token).
+* `AlbertForTokenClassification`: a tag per token (NER): sequence -> dropout -> dense.
 
 `HEADS` at the bottom names every model class (with `albert.model.squad_head.AlbertForSquadV2`): the one
 head-name -> class table that checkpoints, ``config.json`` and the converters' name tables key on.
@@ -236,6 +237,48 @@ class AlbertForQuestionAnswering(PreTrainedModule):
         return result
 
 
+class AlbertForTokenClassification(PreTrainedModule):
+    """A tag per token (named entities, BIO): sequence output -> dropout(classifier_dropout_prob) -> dense
+    (num_labels), cross-entropy over the positions whose label is not ``IGNORE_INDEX`` (padding, special
+    tokens, and the pieces of a word after its first). transformers' AlbertForTokenClassification has the
+    same layers and names (``classifier``), and no pooler."""
+
+    extra_config_keys = ("num_labels",)
+
+    def __init__(self, config: AlbertConfig, num_labels: int = 2) -> None:
+        super().__init__(config)
+        if num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+        self.num_labels = num_labels
+        self.albert = AlbertModel(config, add_pooler=False)
+        self.dropout = nn.Dropout(config.classifier_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, num_labels)
+        self.init_weights()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        token_type_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **unknown: Any,
+    ) -> Output:
+        reject_unknown_inputs(self, unknown)
+        out = self.albert(input_ids, token_type_ids, attention_mask)
+        logits = self.classifier(self.dropout(out.sequence_output))  # (B, T, num_labels)
+        result = Output(logits=logits)
+        if labels is not None:  # (B, T), IGNORE_INDEX where no tag is learned
+            flat = logits.float().view(-1, self.num_labels)  # (B*T, num_labels)
+            scored = labels != IGNORE_INDEX
+            if scored.any():
+                result["loss"] = F.cross_entropy(flat, labels.view(-1), ignore_index=IGNORE_INDEX)
+            else:  # nothing to learn in this batch: a zero loss, not the NaN of an empty mean
+                result["loss"] = flat.sum() * 0.0
+            hits = (logits.detach().argmax(-1) == labels) & scored
+            result["accuracy"] = hits.sum().float() / scored.sum().clamp(min=1)
+        return result
+
+
 #: Head name -> model class, the package's one table of them. The name is what ``config.json`` records
 #: (``albert_head``) and what the converters' name tables (albert.convert.keymap, Hugging Face and TF) are
 #: keyed by; ``None`` is the bare encoder.
@@ -247,6 +290,7 @@ HEADS: dict[str | None, type[PreTrainedModule]] = {
     "multiple_choice": AlbertForMultipleChoice,
     "question_answering": AlbertForQuestionAnswering,
     "squad_v2": AlbertForSquadV2,
+    "token_classification": AlbertForTokenClassification,
 }
 _NAME_OF = {cls: name for name, cls in HEADS.items()}
 

@@ -80,12 +80,11 @@ def request_records(body: dict[str, Any], predictor: Predictor, config: ServeCon
                 413, f"{where} has {len(text)} characters, more than the limit of {config.max_text_chars} "
                 "(max_text_chars)",
             )  # fmt: skip
-    kind, pairs = predictor.task.kind, predictor.describe().get("text_fields") == 2
-    if field == "texts" and (pairs or kind not in ("classification", "regression")):
-        wanted = '"pairs": [[a, b], ...]' if pairs or kind == "span" else '"items": [{...}, ...]'
-        raise RequestError(422, f"this model ({kind}) does not take single texts; send {wanted}")
-    if field == "pairs" and not (pairs or kind == "span"):
-        raise RequestError(422, f'this model ({kind}) does not take pairs; send "texts" or "items"')
+    accepted = predictor.task.request_fields()  # the task says what it takes
+    if field not in accepted:
+        what = {"texts": "single texts", "pairs": "pairs"}.get(field, field)
+        wanted = " or ".join(f'"{f}"' for f in accepted)
+        raise RequestError(422, f"this model ({predictor.task.kind}) does not take {what}; send {wanted}")
     if field == "items":
         return [dict(item) for item in inputs]
     return [{"_texts": [t] if field == "texts" else list(t)} for t in inputs]

@@ -14,7 +14,9 @@ class PredictRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     texts: list[str] | None = Field(
-        None, description="single texts (classification / regression)", examples=[["a gorgeous, witty film"]]
+        None,
+        description="single texts (classification / regression; named entities: tags of its words)",
+        examples=[["a gorgeous, witty film"]],
     )
     pairs: list[tuple[str, str]] | None = Field(
         None, description="text pairs: [text, text_pair] (sentence-pair tasks) or [question, context] (SQuAD)"
@@ -22,7 +24,7 @@ class PredictRequest(BaseModel):
     items: list[dict[str, Any]] | None = Field(
         None,
         description="JSON objects as `albert predict` reads them, e.g. multiple choice "
-        '{"context": ..., "question": ..., "options": [...]}',
+        '{"context": ..., "question": ..., "options": [...]}, named entities {"tokens": [...]}',
     )
 
 

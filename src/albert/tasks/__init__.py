@@ -1,7 +1,9 @@
-"""Fine-tuning tasks: GLUE (a table of specs), your own CSV/TSV/JSONL data, RACE / multiple choice, SQuAD.
+"""Fine-tuning tasks: GLUE (a table of specs), your own CSV/TSV/JSONL data, RACE / multiple choice, SQuAD,
+named entities (CoNLL).
 
-Every task follows `albert.tasks.base.Task`: it reads its data, featurizes it with the tokenizer, names
-its head and loss, turns predictions into metrics, and rebuilds itself from a fine-tuned model's task.json
-(`albert.tasks.rundir`). Training goes through the one trainer (`albert.tasks.finetune`, `albert.train`);
+Every task is one `albert.tasks.base.Task` class: it reads its data, featurizes it with the tokenizer, names
+its head and outputs, turns predictions into metrics, rebuilds itself from a fine-tuned model's task.json
+(`albert.tasks.rundir`), and declares its serve request fields and command line; `albert.tasks.registry`
+is the one table of them. Training goes through the one trainer (`albert.tasks.finetune`, `albert.train`);
 evaluation takes a predict function.
 """

@@ -47,6 +47,9 @@ from albert.train.settings import (
     sections_dict,
 )
 
+REPORT_FILE = "report.json"
+"""What a fine-tuning run directory's report is called (`albert.tasks.rundir`)."""
+
 PredictFn = Callable[[Batch], Any]
 """A batch of tensors (no labels) -> model outputs: a tensor (B, ...) or a mapping of name -> (B, ...)."""
 
@@ -260,6 +263,13 @@ class Task(abc.ABC):
     train_split: str = "train"
     dev_splits: tuple[str, ...] = ("dev",)
     test_splits: tuple[str, ...] = ()
+    #: the task.json kinds whose models this class (or the base that defines `from_info`) rebuilds
+    kinds: ClassVar[tuple[str, ...]] = ()
+    #: the heads (`albert.model.HEADS` names) of this task's models, each with the outputs its
+    #: `postprocess` reads: what an exported graph returns, in this order (`albert.export.graph`)
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: the one line `albert finetune --help` / `albert evaluate --help` show for the task's command
+    cli_help: ClassVar[str] = ""
 
     @classmethod
     @abc.abstractmethod
@@ -314,6 +324,42 @@ class Task(abc.ABC):
     def output_row(self, example: Example, prediction: Mapping[str, Any]) -> dict[str, Any]:
         """The line `albert predict` writes for one input."""
 
+    def request_fields(self) -> tuple[str, ...]:
+        """The fields of an `albert serve` request this model takes: ``texts`` (one text each),
+        ``pairs`` (two texts each), ``items`` (JSON objects as `albert predict` reads them)."""
+        return ("items",)
+
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """The labelled examples of one file for the model whose task.json is ``info`` (``albert export
+        onnx --calibrate-on``); ``columns``: the column names of a file without a header row.
+
+        Raises:
+            FileNotFoundError: no such file.
+            TaskDataError: a record the task cannot use, naming file and line.
+        """
+        raise TaskDataError(f"{info.get('kind')} models read no labelled files")
+
+    # ------------------------------------------------------------------------------------ command line
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        """Add the task's data arguments to the parser of ``albert finetune TASK`` (``mode`` "finetune")
+        or ``albert evaluate TASK`` ("evaluate")."""
+        raise NotImplementedError(f"{cls.__name__} has no command")
+
+    @classmethod
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[Task, FinetuneConfig]:
+        """The task of parsed arguments, and its hyperparameter preset; ``info``: the task.json of the
+        fine-tuned model being evaluated (it fixes e.g. the label order)."""
+        raise NotImplementedError(f"{cls.__name__} has no command")
+
+    @classmethod
+    def cli_summary(cls, args: Any) -> dict[str, Any] | None:
+        """`albert evaluate`'s answer without evaluating a model (GLUE: ``--task all``), or None."""
+        return None
+
     def apply_metrics(
         self, predictions: Sequence[Mapping[str, Any]], metrics: Mapping[str, float]
     ) -> list[dict[str, Any]]:
@@ -364,28 +410,53 @@ def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
 
 # ---------------------------------------------------------------------------------------------------------
 # Prediction and evaluation with a predict function
-def model_predict_fn(model: Any, device: Any = None, output_keys: Sequence[str] | None = None) -> PredictFn:
-    """A predict function around a model: eval mode, no grad, labels dropped, outputs moved to the CPU.
+#: Batch keys a model's forward reads when predicting (``p_mask``: the SQuAD 2.0 verifier); labels and the
+#: features' bookkeeping stay out.
+PREDICT_INPUTS = frozenset({"input_ids", "attention_mask", "token_type_ids", "p_mask"})
+
+
+def model_predict_fn(
+    model: Any,
+    device: Any = None,
+    output_keys: Sequence[str] | None = None,
+    *,
+    fp32_linear: str | None = None,
+) -> PredictFn:
+    """THE torch predict function (fine-tuning's dev evaluation, `albert evaluate`, `albert predict`,
+    `albert serve`, the metrics of `albert export onnx`): eval mode, no grad, only the model's inputs, and
+    the outputs asked for, moved to the CPU as float32 arrays.
 
     Args:
         model: a module whose forward(**batch) returns a mapping (our `Output`).
         device: where to run; None: the model's device.
-        output_keys: which outputs to keep; None: every tensor output except ``loss``.
+        output_keys: which outputs to keep (`albert.tasks.registry.HEAD_OUTPUTS`: those its task's
+            post-processing reads); None: every tensor output but ``loss``.
+        fp32_linear: "auto": on a CPU in fp32, run the linear layers on the library measured fastest
+            (`albert.model.fp32_linear.choose_fp32_linear`; an int8 model's layers are not F.linear and
+            stay as they are); None: as they are.
     """
+    import contextlib
+
     import torch
 
+    from albert.model.fp32_linear import choose_fp32_linear
+    from albert.model.fp32_linear import fp32_linear as linear_backend
+
+    first = next(model.parameters(), None)
     if device is None:
-        device = next(model.parameters()).device
+        device = first.device if first is not None else torch.device("cpu")
+    keys = output_keys
+    cpu_fp32 = torch.device(device).type == "cpu" and first is not None and first.dtype == torch.float32
+    backend = choose_fp32_linear() if fp32_linear == "auto" and cpu_fp32 else None
 
     @torch.no_grad()
     def predict_fn(batch: Batch) -> dict[str, Any]:
         model.eval()
-        inputs = {k: v.to(device) for k, v in batch.items() if k != "labels"}
-        out = model(**inputs)
-        keys = output_keys or [
-            k for k, v in out.items() if torch.is_tensor(v) and k != "loss" and v.dim() > 0
-        ]
-        return {k: out[k].detach().float().cpu() for k in keys}
+        inputs = {k: v.to(device) for k, v in batch.items() if k in PREDICT_INPUTS}
+        with linear_backend(backend) if backend else contextlib.nullcontext():
+            out = model(**inputs)
+        names = keys or [k for k, v in out.items() if torch.is_tensor(v) and k != "loss" and v.dim() > 0]
+        return {k: out[k].detach().float().cpu().numpy() for k in names}
 
     return predict_fn
 

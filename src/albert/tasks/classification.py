@@ -1,7 +1,7 @@
 """Sequence classification and regression: the one class behind every GLUE task (a table of specs in
 `albert.tasks.glue`) and the user's own CSV/TSV/JSONL data (`albert.tasks.custom`).
 
-Inputs are ``[CLS] a [SEP] (b [SEP])`` (`albert.tasks.inputs.encode_text_pair`); the head is pooled ->
+Inputs are ``[CLS] a [SEP] (b [SEP])`` (`albert.tasks.inputs.encode_text_pairs`); the head is pooled ->
 dropout -> dense (num_labels, or 1 with MSE for regression), `albert.model.AlbertForSequenceClassification`.
 """
 
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from albert.tasks import metrics as M
 from albert.tasks.base import Example, Task, TaskDataError
 from albert.tasks.collate import Feature
-from albert.tasks.inputs import encode_text_pair
+from albert.tasks.inputs import encode_text_pairs
 
 ReadFn = Callable[[str], list[Example]]
 
@@ -24,6 +24,9 @@ ReadFn = Callable[[str], list[Example]]
 class ClassificationTask(Task):
     """Single-sentence or sentence-pair classification (``labels`` given) or regression (``labels`` None),
     with the examples coming from a reader function."""
+
+    kinds = ("classification", "regression")
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {"classification": ("logits",)}
 
     def __init__(
         self,
@@ -81,11 +84,22 @@ class ClassificationTask(Task):
             return float(label)
         return self.labels.index(label)
 
-    def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
+    def featurize(
+        self, examples: Sequence[Example], tokenizer: Any, max_length: int, num_workers: int = 1
+    ) -> list[Feature]:
+        """``[CLS] a [SEP] (b [SEP])``, all texts in one tokenizer call (``num_workers`` threads)."""
+        pairs = [len(ex.texts) > 1 for ex in examples]
+        if any(pairs) and not all(pairs):
+            raise ValueError("a batch mixes single texts and text pairs")
+        encoded = encode_text_pairs(
+            tokenizer,
+            [ex.texts[0] for ex in examples],
+            [ex.texts[1] for ex in examples] if any(pairs) else None,
+            max_length,
+            num_workers,
+        )
         features = []
-        for i, ex in enumerate(examples):
-            b = ex.texts[1] if len(ex.texts) > 1 else None
-            ids, types = encode_text_pair(tokenizer, ex.texts[0], b, max_length)
+        for i, (ex, (ids, types)) in enumerate(zip(examples, encoded)):
             feat: Feature = {"input_ids": ids, "token_type_ids": types, "example_index": i}
             if ex.label is not None:
                 feat["labels"] = self.label_id(ex.label)
@@ -148,6 +162,9 @@ class ClassificationTask(Task):
         return {**super().info(), "labels": self.labels, "text_fields": self.text_fields}
 
     # ------------------------------------------------------------------------------------ albert predict
+    def request_fields(self) -> tuple[str, ...]:
+        return ("pairs", "items") if self.text_fields == 2 else ("texts", "items")
+
     def predict_examples(
         self,
         records: Sequence[Mapping[str, Any]],

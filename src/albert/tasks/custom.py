@@ -405,9 +405,98 @@ class CustomTask(ClassificationTask):
             info["skipped_rows"] = dict(self.skipped_rows)
         return info
 
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """CSV, TSV or JSONL with named columns (`albert.tasks.custom.read_file`): the training ones
+        (task.json ``columns`` of custom data, the GLUE spec's dev columns of a GLUE task), else ``text``
+        / ``text_pair`` / ``label``; a file without a header row names its columns with ``columns`` (the
+        polarity CSV: ``label,text``). A label the model does not know is an error naming file and line."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        text, pair, label, headerless = _text_columns(info)
+        labels = [str(x) for x in info.get("labels") or []]
+        data = CustomData(
+            text_column=text,
+            text_pair_column=pair,
+            label_column=label,
+            regression=info.get("kind") == "regression",
+            labels=tuple(labels) or None,
+            columns=tuple(columns) if columns else headerless,
+        )
+        examples = read_file(data, path, labelled=True, split="calibrate")
+        for ex in examples:
+            if labels and ex.label not in labels:
+                raise TaskDataError(
+                    f"{ex.meta['file']}:{ex.meta['line']}: label {ex.label!r} is not one of the model's "
+                    f"labels ({', '.join(labels)})"
+                )
+        return examples
 
-# ---------------------------------------------------------------------------------------------------------
-# Command-line hooks (`albert finetune custom`, `albert evaluate custom`; see albert.cli.finetune)
+    # ------------------------------------------------------------------------------------ command line
+    cli_help = "your own labelled data: classification or regression from CSV, TSV or JSONL columns"
+
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        g = parser.add_argument_group("data (CSV, TSV or JSONL with named columns)")
+        g.add_argument("--train", type=Path, required=mode == "finetune", help="training file")
+        g.add_argument("--dev", type=Path, help="dev file (default: hold out --dev-fraction of --train)")
+        g.add_argument("--test", type=Path, help="unlabelled (or labelled) file to predict after training")
+        g.add_argument("--format", choices=FORMATS, help="file format (default: from the extension)")
+        g.add_argument("--text-column", default="text", help="column with the text (default: text)")
+        g.add_argument("--text-pair-column", help="column with the second text of sentence-pair tasks")
+        g.add_argument("--label-column", default="label", help="column with the label (default: label)")
+        g.add_argument("--id-column", help="column with an example id kept in the predictions")
+        g.add_argument("--columns", help="comma-separated column names of files WITHOUT a header row")
+        g.add_argument(
+            "--regression", action="store_true", help="the label is a number (MSE loss, Pearson/Spearman)"
+        )
+        g.add_argument(
+            "--labels", help="comma-separated label set, in class-id order (default: sorted training labels)"
+        )
+        g.add_argument(
+            "--dev-fraction", type=float, default=0.1, help="held out of --train when there is no --dev"
+        )
+        g.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split")
+        g.add_argument(
+            "--metrics", help="comma-separated metrics (default: accuracy; pearson,spearman for regression)"
+        )
+        g.add_argument("--name", default="custom", help="task name used in reports")
+        g.add_argument(
+            "--skip-bad-rows",
+            action="store_true",
+            help="skip (and count) rows with an empty label, a missing field or a non-numeric target instead "
+            "of stopping at the first with an error naming its file:line",
+        )
+
+    @classmethod
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTask, FinetuneConfig]:
+        labels = tuple(args.labels.split(",")) if args.labels else None
+        if info is not None and info.get("labels"):
+            labels = tuple(info["labels"])  # a fine-tuned model fixes the class ids
+        data = CustomData(
+            train=args.train,
+            dev=args.dev,
+            test=args.test,
+            text_column=args.text_column,
+            text_pair_column=args.text_pair_column,
+            label_column=args.label_column,
+            id_column=args.id_column,
+            regression=args.regression or (info is not None and info.get("kind") == "regression"),
+            labels=labels,
+            columns=tuple(c.strip() for c in args.columns.split(",")) if args.columns else None,
+            format=args.format,
+            dev_fraction=args.dev_fraction,
+            split_seed=args.split_seed,
+            name=args.name,
+            skip_bad_rows=args.skip_bad_rows,
+        )
+        metrics = tuple(args.metrics.split(",")) if args.metrics else None
+        return CustomTask(data, metrics), CUSTOM_PRESET
+
+
 # Defaults for your own data: BERT's recommended fine-tuning range (lr 2e-5, batch 32, 3 epochs), warmup
 # 10% of the steps, sequences up to 128 tokens (most single sentences and pairs fit).
 CUSTOM_PRESET = FinetuneConfig(
@@ -415,63 +504,15 @@ CUSTOM_PRESET = FinetuneConfig(
 )
 
 
-# the one line `albert finetune --help` / `albert evaluate --help` show for this task
-CLI_HELP = "your own labelled data: classification or regression from CSV, TSV or JSONL columns"
+def _text_columns(info: Mapping[str, Any]) -> tuple[str, str | None, str, tuple[str, ...] | None]:
+    """(text, pair, label, headerless column names) of the files of a classification model's task."""
+    pairs = int(info.get("text_fields", 1)) == 2
+    if info.get("glue_task"):
+        from albert.tasks.glue import get_spec
 
-
-def cli_arguments(parser: Any, mode: str) -> None:
-    g = parser.add_argument_group("data (CSV, TSV or JSONL with named columns)")
-    g.add_argument("--train", type=Path, required=mode == "finetune", help="training file")
-    g.add_argument("--dev", type=Path, help="dev file (default: hold out --dev-fraction of --train)")
-    g.add_argument("--test", type=Path, help="unlabelled (or labelled) file to predict after training")
-    g.add_argument("--format", choices=FORMATS, help="file format (default: from the extension)")
-    g.add_argument("--text-column", default="text", help="column with the text (default: text)")
-    g.add_argument("--text-pair-column", help="column with the second text of sentence-pair tasks")
-    g.add_argument("--label-column", default="label", help="column with the label (default: label)")
-    g.add_argument("--id-column", help="column with an example id kept in the predictions")
-    g.add_argument("--columns", help="comma-separated column names of files WITHOUT a header row")
-    g.add_argument(
-        "--regression", action="store_true", help="the label is a number (MSE loss, Pearson/Spearman)"
-    )
-    g.add_argument(
-        "--labels", help="comma-separated label set, in class-id order (default: sorted training labels)"
-    )
-    g.add_argument(
-        "--dev-fraction", type=float, default=0.1, help="held out of --train when there is no --dev"
-    )
-    g.add_argument("--split-seed", type=int, default=0, help="seed of the held-out split")
-    g.add_argument(
-        "--metrics", help="comma-separated metrics (default: accuracy; pearson,spearman for regression)"
-    )
-    g.add_argument("--name", default="custom", help="task name used in reports")
-    g.add_argument(
-        "--skip-bad-rows",
-        action="store_true",
-        help="skip (and count) rows with an empty label, a missing field or a non-numeric target instead "
-        "of stopping at the first with an error naming its file:line",
-    )
-
-
-def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTask, FinetuneConfig]:
-    labels = tuple(args.labels.split(",")) if args.labels else None
-    if info is not None and info.get("labels"):
-        labels = tuple(info["labels"])  # a fine-tuned model fixes the class ids
-    data = CustomData(
-        train=args.train,
-        dev=args.dev,
-        test=args.test,
-        text_column=args.text_column,
-        text_pair_column=args.text_pair_column,
-        label_column=args.label_column,
-        id_column=args.id_column,
-        regression=args.regression or (info is not None and info.get("kind") == "regression"),
-        labels=labels,
-        columns=tuple(c.strip() for c in args.columns.split(",")) if args.columns else None,
-        format=args.format,
-        dev_fraction=args.dev_fraction,
-        split_seed=args.split_seed,
-        name=args.name,
-        skip_bad_rows=args.skip_bad_rows,
-    )
-    metrics = tuple(args.metrics.split(",")) if args.metrics else None
-    return CustomTask(data, metrics), CUSTOM_PRESET
+        dev = get_spec(str(info["glue_task"])).splits["dev"]
+        return dev.text_a, dev.text_b, dev.label or "label", dev.columns
+    columns = info.get("columns") or {}
+    text = columns.get("text") or "text"
+    pair = (columns.get("text_pair") or "text_pair") if pairs else None
+    return text, pair, columns.get("label") or "label", None

@@ -27,9 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import NotTextError, atomic_write_text, read_utf8
-from albert.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
+from albert.tasks.base import REPORT_FILE, Example, FinetuneConfig, TaskDataError, UnknownNameError
 from albert.tasks.classification import ClassificationTask
-from albert.tasks.rundir import REPORT_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -356,6 +355,46 @@ class GlueTask(ClassificationTask):
     def info(self) -> dict[str, Any]:
         return {**super().info(), "glue_task": self.spec.name}
 
+    # ------------------------------------------------------------------------------------ command line
+    cli_help = "GLUE: CoLA, SST-2, MRPC, STS-B, QQP, MNLI (and AX), QNLI, RTE, WNLI from the official TSVs"
+
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        """The GLUE arguments of `albert finetune glue` / `albert evaluate glue`."""
+        extra = (
+            "; evaluate also takes 'all': --model is then a directory of run directories named by task"
+            if mode == "evaluate"
+            else ""
+        )
+        parser.add_argument(
+            "--task", required=True, metavar="NAME", help=f"GLUE task: {', '.join(TASK_NAMES)}{extra}"
+        )
+        parser.add_argument(
+            "--data-dir",
+            required=mode == "finetune",
+            type=Path,
+            help="GLUE root as the download script writes it (DIR/<TASK>/*.tsv)",
+        )
+
+    @classmethod
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask, FinetuneConfig]:
+        """The task and its preset (the original's hyperparameters) from parsed arguments."""
+        spec = get_spec(args.task)
+        if info is not None and info.get("labels") not in (None, list(spec.labels or [])):
+            raise ValueError(
+                f"the model was fine-tuned with labels {info.get('labels')}, GLUE {spec.name} has {spec.labels}"
+            )
+        if args.data_dir is None:
+            raise ValueError("--data-dir is required")
+        return GlueTask(spec, args.data_dir), spec.preset
+
+    @classmethod
+    def cli_summary(cls, args: Any) -> dict[str, Any] | None:
+        """`albert evaluate glue --task all --model RUNS`: the GLUE average of finished runs (no re-evaluation)."""
+        if str(args.task).lower() != "all":
+            return None
+        return glue_summary(args.model, getattr(args, "checkpoint", "best"))
+
 
 def write_submission(path: Path, predictions: Sequence[Mapping[str, Any]], *, regression: bool) -> Path:
     """A GLUE leaderboard file: ``index<TAB>prediction``; labels as their names (``entailment``, ``1``),
@@ -384,43 +423,6 @@ def glue_report(results: Mapping[str, Mapping[str, float]]) -> dict[str, Any]:
     return glue_average(scores)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Command-line hooks (`albert finetune glue`, `albert evaluate glue`; see albert.cli.finetune)
-# the one line `albert finetune --help` / `albert evaluate --help` show for this task (the module docstring
-# is for developers)
-CLI_HELP = "GLUE: CoLA, SST-2, MRPC, STS-B, QQP, MNLI (and AX), QNLI, RTE, WNLI from the official TSVs"
-
-
-def cli_arguments(parser: Any, mode: str) -> None:
-    """The GLUE arguments of `albert finetune glue` / `albert evaluate glue`."""
-    extra = (
-        "; evaluate also takes 'all': --model is then a directory of run directories named by task"
-        if mode == "evaluate"
-        else ""
-    )
-    parser.add_argument(
-        "--task", required=True, metavar="NAME", help=f"GLUE task: {', '.join(TASK_NAMES)}{extra}"
-    )
-    parser.add_argument(
-        "--data-dir",
-        required=mode == "finetune",
-        type=Path,
-        help="GLUE root as the download script writes it (DIR/<TASK>/*.tsv)",
-    )
-
-
-def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask, FinetuneConfig]:
-    """The task and its preset (the original's hyperparameters) from parsed arguments."""
-    spec = get_spec(args.task)
-    if info is not None and info.get("labels") not in (None, list(spec.labels or [])):
-        raise ValueError(
-            f"the model was fine-tuned with labels {info.get('labels')}, GLUE {spec.name} has {spec.labels}"
-        )
-    if args.data_dir is None:
-        raise ValueError("--data-dir is required")
-    return GlueTask(spec, args.data_dir), spec.preset
-
-
 def glue_summary(runs_root: str | Path, checkpoint: str = "best") -> dict[str, Any]:
     """Task scores and the GLUE average of a directory of fine-tuning runs, one per task, named by task
     (``RUNS/cola``, ``RUNS/sst2``, ..., ``RUNS/mnli``), from their report.json dev metrics. MNLI
@@ -441,10 +443,3 @@ def glue_summary(runs_root: str | Path, checkpoint: str = "best") -> dict[str, A
             f"{root}: no <task>/report.json of a GLUE fine-tuning run ({', '.join(TASK_NAMES)})"
         )
     return {"dev_metrics": results, **glue_report(results)}
-
-
-def cli_summary(args: Any) -> dict[str, Any] | None:
-    """`albert evaluate glue --task all --model RUNS`: the GLUE average of finished runs (no re-evaluation)."""
-    if str(args.task).lower() != "all":
-        return None
-    return glue_summary(args.model, getattr(args, "checkpoint", "best"))

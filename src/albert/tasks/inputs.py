@@ -5,11 +5,14 @@
   and the check that the tokenizer beside it is still that one;
 * `truncate_longest_first`: the fine-tuning pair truncation (one token at a time from the longer text),
   not the pretraining one of `albert.data.instances`, which cuts from the front or the back at random;
-* `build_inputs` / `encode_text_pair`: ``[CLS] a [SEP] (b [SEP])`` with the original's token types.
+* `build_inputs`: ``[CLS] a [SEP] (b [SEP])`` with the original's token types, the one place every task
+  (classification, RACE, SQuAD, NER) builds its inputs; `encode_text_pair(s)`: tokenized, truncated and
+  built, one tokenizer call for a whole list.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -123,12 +126,27 @@ def build_inputs(tokenizer: Any, a: list[int], b: list[int] | None = None) -> tu
 
 def encode_text_pair(tokenizer: Any, a: str, b: str | None, max_length: int) -> tuple[list[int], list[int]]:
     """Tokenize, truncate as the original and add special tokens."""
+    return encode_text_pairs(tokenizer, [a], None if b is None else [b], max_length)[0]
+
+
+def encode_text_pairs(
+    tokenizer: Any, a: Sequence[str], b: Sequence[str] | None, max_length: int, num_workers: int = 1
+) -> list[tuple[list[int], list[int]]]:
+    """`encode_text_pair` of many texts (or pairs, ``b`` given) with ONE tokenizer call: for short texts
+    the per-call cost is more than the model's (`albert predict`, `albert serve`); ``num_workers``: the
+    threads the tokenizer may use."""
     if max_length < 3 + (b is not None):
         raise ValueError(f"max_seq_length {max_length} leaves no room for text")
-    ids_a = list(tokenizer.encode_ids(a))
-    if b is None:
-        ids_a = ids_a[: max_length - 2]  # account for [CLS] and [SEP]
-        return build_inputs(tokenizer, ids_a)
-    ids_b = list(tokenizer.encode_ids(b))
-    truncate_longest_first(ids_a, ids_b, max_length - 3)  # account for [CLS], [SEP], [SEP]
-    return build_inputs(tokenizer, ids_a, ids_b)
+    if b is not None and len(b) != len(a):
+        raise ValueError(f"{len(a)} first texts for {len(b)} second texts")
+    ids = tokenizer.encode_ids_batch([*a, *(b or [])], num_workers=num_workers) if a else []
+    out = []
+    for i in range(len(a)):
+        ids_a = list(ids[i])
+        if b is None:
+            out.append(build_inputs(tokenizer, ids_a[: max_length - 2]))  # account for [CLS] and [SEP]
+            continue
+        ids_b = list(ids[len(a) + i])
+        truncate_longest_first(ids_a, ids_b, max_length - 3)  # account for [CLS], [SEP], [SEP]
+        out.append(build_inputs(tokenizer, ids_a, ids_b))
+    return out

@@ -7,6 +7,9 @@ run time.
 GLUE task metrics (Wang et al. 2019, Table 1): CoLA Matthews correlation; SST-2, MNLI, QNLI, RTE, WNLI
 accuracy; MRPC and QQP F1 and accuracy; STS-B Pearson and Spearman correlation. The GLUE score averages
 the metrics of a task first, then the tasks (`glue_average`).
+
+Named entities (`entity_spans`, `entity_scores`): entity-level precision, recall and F1 over BIO tag
+sequences, as conlleval and seqeval's default mode count them (tested on seqeval's documented examples).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ __all__ = [
     "softmax",
     "compute",
     "glue_average",
+    "entity_spans",
+    "entity_scores",
     "METRICS",
 ]
 
@@ -193,3 +198,56 @@ def glue_average(task_scores: Mapping[str, float]) -> dict[str, Any]:
         "tasks": used,
         "missing": [t for t in GLUE_SCORE_TASKS if t not in scores],
     }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Named entities: BIO tags -> entity spans -> precision / recall / F1
+def _bio(tag: str) -> tuple[str, str]:
+    """(prefix, type) of a BIO tag: ``("B", "PER")``, ``("O", "")``."""
+    if tag == "O":
+        return "O", ""
+    prefix, _, kind = tag.partition("-")
+    return prefix, kind
+
+
+def entity_spans(tags: Sequence[str]) -> list[tuple[str, int, int]]:
+    """The entities of one tag sequence as ``(type, start, end)``, ``end`` exclusive.
+
+    conlleval's chunk rules (also seqeval's default mode): an entity starts at a ``B-`` tag and at an
+    ``I-`` tag that does not continue an entity of its type (after ``O``, at the start, or after another
+    type: ``O I-PER`` is a PER entity); it continues through ``I-`` tags of its type.
+    """
+    spans: list[tuple[str, int, int]] = []
+    start, kind = -1, ""
+    for i, tag in enumerate(tags):
+        prefix, t = _bio(tag)
+        continues = prefix == "I" and start >= 0 and t == kind
+        if start >= 0 and not continues:
+            spans.append((kind, start, i))
+            start = -1
+        if prefix in ("B", "I") and not continues:
+            start, kind = i, t
+    if start >= 0:
+        spans.append((kind, start, len(tags)))
+    return spans
+
+
+def entity_scores(
+    predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
+) -> dict[str, float]:
+    """Micro-averaged entity-level ``precision``, ``recall`` and ``f1`` of predicted tag sequences against
+    gold ones (one sequence per sentence): an entity counts as found when its type, start and end all
+    match (conlleval; seqeval ``f1_score`` in its default mode). A ratio with nothing to count is 0.
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predicted sequences for {len(references)} gold ones")
+    found = gold = correct = 0
+    for i, (pred, ref) in enumerate(zip(predictions, references)):
+        if len(pred) != len(ref):
+            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(ref)} words")
+        p, g = set(entity_spans(pred)), set(entity_spans(ref))
+        found, gold, correct = found + len(p), gold + len(g), correct + len(p & g)
+    precision = correct / found if found else 0.0
+    recall = correct / gold if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1}

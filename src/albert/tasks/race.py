@@ -26,13 +26,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from albert._io import JsonlError, iter_jsonl, read_utf8
 from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
 from albert.tasks.collate import Feature
+from albert.tasks.inputs import build_inputs
 from albert.tasks.metrics import softmax
 
 logger = logging.getLogger(__name__)
@@ -86,9 +87,7 @@ def build_choice(
     if len(qa) > room:
         qa = qa[-room:]
     ctx = list(context_ids)[: room - len(qa)]
-    ids = [tokenizer.cls_id, *ctx, tokenizer.sep_id, *qa, tokenizer.sep_id]
-    types = [0] * (len(ctx) + 2) + [1] * (len(qa) + 1)
-    return ids, types
+    return build_inputs(tokenizer, ctx, qa)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -230,6 +229,8 @@ class MultipleChoiceTask(Task):
     """RACE (``data.data_dir``) or the generic JSONL format (``data.files``)."""
 
     kind = "multiple_choice"
+    kinds = ("multiple_choice",)
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {"multiple_choice": ("logits",)}
     metric_names = ("accuracy",)
 
     def __init__(self, data: MultipleChoiceData, name: str = "race") -> None:
@@ -330,6 +331,15 @@ class MultipleChoiceTask(Task):
         return {**super().info(), "max_qa_length": self.max_qa_length}
 
     # ------------------------------------------------------------------------------------ albert predict
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """The generic multiple-choice JSONL format (`read_mc_jsonl`)."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        return read_mc_jsonl(path)
+
     def predict_examples(
         self,
         records: Sequence[Mapping[str, Any]],
@@ -356,40 +366,46 @@ class MultipleChoiceTask(Task):
         """``{"prediction": "B", "probabilities": [...]}`` (one probability per option)."""
         return {"prediction": prediction["prediction"], "probabilities": prediction["probabilities"]}
 
+    # ------------------------------------------------------------------------------------ command line
+    cli_help = "RACE reading comprehension, or your own multiple-choice questions (JSONL)"
 
-# ---------------------------------------------------------------------------------------------------------
-# Command-line hooks (`albert finetune race`, `albert evaluate race`; see albert.cli.finetune)
-# the one line `albert finetune --help` / `albert evaluate --help` show for this task
-CLI_HELP = "RACE reading comprehension, or your own multiple-choice questions (JSONL)"
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        g = parser.add_argument_group("data: a RACE directory or multiple-choice JSONL files")
+        g.add_argument(
+            "--data-dir", type=Path, help="RACE root (DIR/RACE/{train,dev,test}/{middle,high}/*.txt)"
+        )
+        g.add_argument("--train", type=Path, help="JSONL training file (generic multiple-choice format)")
+        g.add_argument("--dev", type=Path, help="JSONL dev file")
+        g.add_argument("--test", type=Path, help="JSONL test file")
+        g.add_argument("--levels", default="middle,high", help="RACE levels to use (default: middle,high)")
+        g.add_argument(
+            "--max-qa-length",
+            type=int,
+            default=MAX_QA_LENGTH,
+            help="question+option tokens kept (original: 128)",
+        )
 
-
-def cli_arguments(parser: Any, mode: str) -> None:
-    g = parser.add_argument_group("data: a RACE directory or multiple-choice JSONL files")
-    g.add_argument("--data-dir", type=Path, help="RACE root (DIR/RACE/{train,dev,test}/{middle,high}/*.txt)")
-    g.add_argument("--train", type=Path, help="JSONL training file (generic multiple-choice format)")
-    g.add_argument("--dev", type=Path, help="JSONL dev file")
-    g.add_argument("--test", type=Path, help="JSONL test file")
-    g.add_argument("--levels", default="middle,high", help="RACE levels to use (default: middle,high)")
-    g.add_argument(
-        "--max-qa-length", type=int, default=MAX_QA_LENGTH, help="question+option tokens kept (original: 128)"
-    )
-
-
-def cli_task(args: Any, info: Mapping[str, Any] | None = None) -> tuple[MultipleChoiceTask, FinetuneConfig]:
-    files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
-    if args.data_dir is not None and files:
-        raise ValueError("give either --data-dir (RACE layout) or --train/--dev/--test JSONL files, not both")
-    if args.data_dir is None and not files:
-        raise ValueError("give --data-dir (RACE layout) or --train/--dev/--test JSONL files")
-    max_qa = args.max_qa_length
-    if info is not None and "max_qa_length" in info and max_qa == MAX_QA_LENGTH:
-        max_qa = int(info["max_qa_length"])
-    data = MultipleChoiceData(
-        data_dir=args.data_dir,
-        files=files or None,
-        levels=tuple(x.strip() for x in args.levels.split(",")),
-        max_qa_length=max_qa,
-    )
-    return MultipleChoiceTask(
-        data, name="race" if args.data_dir is not None else "multiple_choice"
-    ), RACE_PRESET
+    @classmethod
+    def cli_task(
+        cls, args: Any, info: Mapping[str, Any] | None = None
+    ) -> tuple[MultipleChoiceTask, FinetuneConfig]:
+        files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
+        if args.data_dir is not None and files:
+            raise ValueError(
+                "give either --data-dir (RACE layout) or --train/--dev/--test JSONL files, not both"
+            )
+        if args.data_dir is None and not files:
+            raise ValueError("give --data-dir (RACE layout) or --train/--dev/--test JSONL files")
+        max_qa = args.max_qa_length
+        if info is not None and "max_qa_length" in info and max_qa == MAX_QA_LENGTH:
+            max_qa = int(info["max_qa_length"])
+        data = MultipleChoiceData(
+            data_dir=args.data_dir,
+            files=files or None,
+            levels=tuple(x.strip() for x in args.levels.split(",")),
+            max_qa_length=max_qa,
+        )
+        return MultipleChoiceTask(
+            data, name="race" if args.data_dir is not None else "multiple_choice"
+        ), RACE_PRESET

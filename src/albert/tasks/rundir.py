@@ -4,8 +4,8 @@ A fine-tuning run directory holds two model directories, ``checkpoints/best`` (b
 task's score) and ``checkpoints/step-N`` (the last weights, with the optimizer state for --resume),
 each loadable by `albert predict` / `albert evaluate` and by transformers, plus ``report.json`` saying
 which is which and with what dev metrics. Each model directory has a ``task.json`` (`Task.info`) from
-which the task rebuilds itself (`task_from_info`: one table from the task kind to its class, each class
-with its `Task.from_info`).
+which the task rebuilds itself (`task_from_info`: the kind -> class table of `albert.tasks.registry`, each
+class with its `Task.from_info`).
 
 A run directory is never written over by accident: `check_output_dir` refuses an existing, non-empty
 one unless the run resumes it or replaces it (``--overwrite``), and `replacing` replaces it without
@@ -34,29 +34,16 @@ from albert._io import (
     recover_dir,
     recover_dirs_in,
 )
-from albert.tasks.base import FinetuneOptions, ModelDirError, Task
-from albert.tasks.classification import ClassificationTask
+from albert.tasks.base import REPORT_FILE, FinetuneOptions, ModelDirError, Task
 from albert.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
-from albert.tasks.race import MultipleChoiceTask
-from albert.tasks.squad import SquadTask
 
 logger = logging.getLogger(__name__)
 
 TASK_FILE = "task.json"
-REPORT_FILE = "report.json"
 
 
 class RunDirError(ValueError):
     """An output directory that a fine-tuning run may not write into; the message says why."""
-
-
-TASK_KINDS: dict[str, type[Task]] = {
-    "classification": ClassificationTask,
-    "regression": ClassificationTask,
-    "multiple_choice": MultipleChoiceTask,
-    "span": SquadTask,
-}
-"""Head kind (``Task.kind``, saved in task.json) -> the task class that rebuilds itself from task.json."""
 
 
 def write_task_info(task: Task, path: Path, extra: Mapping[str, Any] | None = None) -> None:
@@ -76,11 +63,13 @@ def read_task_info(model_dir: Path) -> dict[str, Any]:
             f"{model_dir}: no {TASK_FILE}; this model directory was not written by `albert finetune`, so its "
             "task and labels are unknown"
         )
+    from albert.tasks.registry import KINDS  # the registry imports the task modules, which import this one
+
     info = _read_json_object(f)
-    if not isinstance(info.get("task"), str) or info.get("kind") not in TASK_KINDS:
+    if not isinstance(info.get("task"), str) or info.get("kind") not in KINDS:
         raise ModelDirError(
             f"{f}: not a task.json of `albert finetune` (task {info.get('task')!r}, kind "
-            f"{info.get('kind')!r}; kinds: {', '.join(TASK_KINDS)})"
+            f"{info.get('kind')!r}; kinds: {', '.join(KINDS)})"
         )
     return info
 
@@ -173,11 +162,11 @@ def task_from_info(info: Mapping[str, Any], source: str | Path = TASK_FILE) -> T
     Raises:
         ModelDirError: an unknown kind, or fields its task class cannot use (naming ``source``).
     """
-    kind = info.get("kind")
-    if kind not in TASK_KINDS:
-        raise ModelDirError(f"{source}: unknown task kind {kind!r}; known: {', '.join(TASK_KINDS)}")
+    from albert.tasks.registry import task_class
+
+    cls = task_class(info, source)
     try:
-        return TASK_KINDS[str(kind)].from_info(info)
+        return cls.from_info(info)
     except (KeyError, TypeError, ValueError, AttributeError) as e:
         # from_info reads fields of a file anyone may have edited: a wrong one is that file's fault,
         # named as such, not a traceback from inside a task class
@@ -187,7 +176,7 @@ def task_from_info(info: Mapping[str, Any], source: str | Path = TASK_FILE) -> T
 
 def trained_max_seq_length(info: Mapping[str, Any], given: int | None = None) -> int:
     """The sequence length to featurize with: ``given`` (a command-line flag), else the one the model was
-    fine-tuned with (task.json; `albert finetune` always records it), else `FinetuneConfig`'s default."""
+    fine-tuned with (task.json; `albert finetune` always records it), else `FinetuneOptions`' default."""
     if given is not None:  # 0 too: refused by the caller's range check, never silently replaced
         return int(given)
     return int(info.get("max_seq_length", FinetuneOptions.max_seq_length))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -86,6 +86,19 @@ class SquadTask(Task):
 
     name = "squad"
     kind = "span"
+    kinds = ("span",)
+    # SQuAD 1.1 and the span head of 2.0 read the span logits; the answer verifier the beam of
+    # `albert.model.squad_head`
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {
+        "question_answering": ("start_logits", "end_logits"),
+        "squad_v2": (
+            "start_top_log_probs",
+            "start_top_index",
+            "end_top_log_probs",
+            "end_top_index",
+            "cls_logits",
+        ),
+    }
     train_split = "train"
 
     def __init__(
@@ -306,7 +319,19 @@ class SquadTask(Task):
     ) -> Path:
         return P.write_official_files(predictions, out_dir / split)
 
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        """A SQuAD JSON file."""
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"{path}: no such file")
+        return cls.from_info(info, files={"dev": path}).read("dev")
+
     # ------------------------------------------------------------------------------------ albert predict
+    def request_fields(self) -> tuple[str, ...]:
+        return ("pairs", "items")
+
     def predict_examples(
         self,
         records: Sequence[Mapping[str, Any]],
@@ -345,86 +370,90 @@ class SquadTask(Task):
             row["null_odds"] = prediction["null_odds"]
         return row
 
+    # ------------------------------------------------------------------------------------ command line
+    cli_help = "SQuAD 1.1 / 2.0 extractive question answering from the official JSON files"
+
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        """The SQuAD arguments of `albert finetune squad` / `albert evaluate squad`."""
+        parser.add_argument(
+            "--version", dest="squad_version", choices=("1.1", "2.0"), help="SQuAD version (default 1.1)"
+        )
+        parser.add_argument(
+            "--train",
+            "--train-file",
+            dest="train_file",
+            type=Path,
+            required=mode == "finetune",
+            help="training SQuAD JSON",
+        )
+        parser.add_argument(
+            "--dev",
+            "--dev-file",
+            dest="dev_file",
+            type=Path,
+            help="dev SQuAD JSON (evaluated during training)",
+        )
+        parser.add_argument(
+            "--test",
+            "--test-file",
+            dest="test_file",
+            type=Path,
+            help="test SQuAD JSON (predictions only if unlabelled)",
+        )
+        parser.add_argument(
+            "--head", choices=HEADS, help="SQuAD 2.0 head: verifier (ALBERT's, default) or span (BERT-style)"
+        )
+        parser.add_argument("--doc-stride", type=int, help=f"window stride in tokens (default {DOC_STRIDE})")
+        parser.add_argument(
+            "--max-query-length", type=int, help=f"question tokens kept (default {MAX_QUERY_LENGTH})"
+        )
+        parser.add_argument("--n-best-size", type=int, help="n-best list size (default 20)")
+        parser.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
+        parser.add_argument(
+            "--null-threshold",
+            type=float,
+            help="SQuAD 2.0: fixed no-answer threshold (default: best F1 on the split)",
+        )
+        parser.add_argument(
+            "--answer-start-policy", choices=ANSWER_START_POLICIES, default="nearest",
+            help="an answer_start that does not point at the answer text: nearest occurrence (default), "
+            "original (trust it, as google-research/albert), skip",
+        )  # fmt: skip
+
+    @classmethod
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[SquadTask, Any]:
+        """The task and its preset from parsed arguments (and the task.json of a fine-tuned model)."""
+        info = dict(info or {})
+        version = args.squad_version or str(info.get("version", "1.1"))
+        if info and str(info.get("version", version)) != version:
+            raise ValueError(f"the model was fine-tuned on SQuAD {info.get('version')}, not {version}")
+        files = {
+            k: v
+            for k, v in (("train", args.train_file), ("dev", args.dev_file), ("test", args.test_file))
+            if v
+        }
+
+        def pick(name: str, default: Any) -> Any:
+            value = getattr(args, name, None)
+            return value if value is not None else info.get(name, default)
+
+        task = SquadTask(
+            version,
+            files,
+            head=pick("head", "verifier"),
+            doc_stride=int(pick("doc_stride", DOC_STRIDE)),
+            max_query_length=int(pick("max_query_length", MAX_QUERY_LENGTH)),
+            n_best_size=int(pick("n_best_size", 20)),
+            max_answer_length=int(pick("max_answer_length", 30)),
+            null_threshold=args.null_threshold,  # evaluation: chosen on the split unless fixed here
+            answer_start_policy=args.answer_start_policy,
+        )
+        # for unlabelled splits (and `albert predict`): the threshold chosen on dev when fine-tuning
+        task.chosen_threshold = info.get("null_threshold")
+        return task, PRESETS[version]
+
 
 def _as_squad_example(ex: Any) -> SquadExample:
     question, context = ex.texts[0], ex.texts[1]
     return SquadExample(str(ex.guid), question, context, [])
-
-
-# ----------------------------------------------------------------------------- command-line hooks
-# the one line `albert finetune --help` / `albert evaluate --help` show for this task
-CLI_HELP = "SQuAD 1.1 / 2.0 extractive question answering from the official JSON files"
-
-
-def cli_arguments(parser: Any, mode: str) -> None:
-    """The SQuAD arguments of `albert finetune squad` / `albert evaluate squad`."""
-    parser.add_argument(
-        "--version", dest="squad_version", choices=("1.1", "2.0"), help="SQuAD version (default 1.1)"
-    )
-    parser.add_argument(
-        "--train",
-        "--train-file",
-        dest="train_file",
-        type=Path,
-        required=mode == "finetune",
-        help="training SQuAD JSON",
-    )
-    parser.add_argument(
-        "--dev", "--dev-file", dest="dev_file", type=Path, help="dev SQuAD JSON (evaluated during training)"
-    )
-    parser.add_argument(
-        "--test",
-        "--test-file",
-        dest="test_file",
-        type=Path,
-        help="test SQuAD JSON (predictions only if unlabelled)",
-    )
-    parser.add_argument(
-        "--head", choices=HEADS, help="SQuAD 2.0 head: verifier (ALBERT's, default) or span (BERT-style)"
-    )
-    parser.add_argument("--doc-stride", type=int, help=f"window stride in tokens (default {DOC_STRIDE})")
-    parser.add_argument(
-        "--max-query-length", type=int, help=f"question tokens kept (default {MAX_QUERY_LENGTH})"
-    )
-    parser.add_argument("--n-best-size", type=int, help="n-best list size (default 20)")
-    parser.add_argument("--max-answer-length", type=int, help="longest answer in tokens (default 30)")
-    parser.add_argument(
-        "--null-threshold",
-        type=float,
-        help="SQuAD 2.0: fixed no-answer threshold (default: best F1 on the split)",
-    )
-    parser.add_argument(
-        "--answer-start-policy", choices=ANSWER_START_POLICIES, default="nearest",
-        help="an answer_start that does not point at the answer text: nearest occurrence (default), "
-        "original (trust it, as google-research/albert), skip",
-    )  # fmt: skip
-
-
-def cli_task(args: Any, info: dict[str, Any] | None = None) -> tuple[SquadTask, Any]:
-    """The task and its preset from parsed arguments (and the task.json of a fine-tuned model)."""
-    info = dict(info or {})
-    version = args.squad_version or str(info.get("version", "1.1"))
-    if info and str(info.get("version", version)) != version:
-        raise ValueError(f"the model was fine-tuned on SQuAD {info.get('version')}, not {version}")
-    files = {
-        k: v for k, v in (("train", args.train_file), ("dev", args.dev_file), ("test", args.test_file)) if v
-    }
-
-    def pick(name: str, default: Any) -> Any:
-        value = getattr(args, name, None)
-        return value if value is not None else info.get(name, default)
-
-    task = SquadTask(
-        version,
-        files,
-        head=pick("head", "verifier"),
-        doc_stride=int(pick("doc_stride", DOC_STRIDE)),
-        max_query_length=int(pick("max_query_length", MAX_QUERY_LENGTH)),
-        n_best_size=int(pick("n_best_size", 20)),
-        max_answer_length=int(pick("max_answer_length", 30)),
-        null_threshold=args.null_threshold,  # evaluation: chosen on the split unless fixed here
-        answer_start_policy=args.answer_start_policy,
-    )
-    # for unlabelled splits (and `albert predict`): the threshold chosen on dev when fine-tuning
-    task.chosen_threshold = info.get("null_threshold")
-    return task, PRESETS[version]

@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from albert.tasks.inputs import build_inputs
+
 logger = logging.getLogger(__name__)
 
 # Defaults of google-research/albert run_squad_v1.py / run_squad_v2.py flags.
@@ -474,9 +476,9 @@ def _example_windows(
     spans = doc_windows(len(doc_ids), max_doc, doc_stride)
     features = []
     for span_index, (start, length) in enumerate(spans):
-        head = [tokenizer.cls_id, *query, tokenizer.sep_id]
-        n_head = len(head)
         window = range(start, start + length)
+        input_ids, token_type_ids = build_inputs(tokenizer, list(query), [doc_ids[i] for i in window])
+        n_head = len(query) + 2  # [CLS] query [SEP]
         impossible = ex.is_impossible or label is None
         start_pos = end_pos = 0
         if not impossible and label is not None:
@@ -490,8 +492,8 @@ def _example_windows(
                 unique_id=first_unique_id + span_index,
                 example_index=ex_index,
                 doc_span_index=span_index,
-                input_ids=[*head, *(doc_ids[i] for i in window), tokenizer.sep_id],
-                token_type_ids=[0] * n_head + [1] * (length + 1),
+                input_ids=input_ids,
+                token_type_ids=token_type_ids,
                 p_mask=[0] + [1] * (n_head - 1) + [0] * length + [1],
                 offsets=[None] * n_head + [doc_offsets[i] for i in window] + [None],
                 max_context=[False] * n_head
