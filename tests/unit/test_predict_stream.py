@@ -68,7 +68,7 @@ def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     import albert.serve.predictor
 
     sizes: list[int] = []
-    make = albert.serve.predictor.model_predict_fn
+    make = albert.serve.predictor.torch_predict_fn
 
     def counted_fn(*args: Any, **kwargs: Any) -> Any:
         inner = make(*args, **kwargs)
@@ -79,7 +79,7 @@ def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
         return predict_fn
 
-    monkeypatch.setattr(albert.serve.predictor, "model_predict_fn", counted_fn)
+    monkeypatch.setattr(albert.serve.predictor, "torch_predict_fn", counted_fn)
     return sizes
 
 
