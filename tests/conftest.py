@@ -16,6 +16,9 @@ def data_path(*parts: str) -> Path:
     """Path under data/; skips the test when it has not been fetched (run `make data`)."""
     p = DATA.joinpath(*parts)
     if not p.exists():
+        why = DATA / parts[0] / "UNAVAILABLE"  # written by scripts/fetch_data.py for a withdrawn package
+        if why.exists():
+            pytest.skip(f"{p} unavailable: {why.read_text(encoding='utf-8').strip()}")
         pytest.skip(f"{p} not fetched (run `make data`)")
     return p
 
