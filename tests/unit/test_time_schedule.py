@@ -159,3 +159,7 @@ def test_pretraining_config_by_time(tmp_path):
         apply_dict(demo, {"schedule": {"by": "epochs"}}, "test").validate()
     with pytest.raises(ConfigError, match="warmup_fraction"):
         apply_dict(demo, {"schedule": {"warmup_fraction": 1.5}}, "test").validate()
+    # a step cap below the (unused) warmup_steps: by time it is only a cap; by steps the warmup must fit
+    apply_dict(demo, {"schedule": {"total_steps": 1}}, "test").validate()
+    with pytest.raises(ConfigError, match=r"schedule.warmup_steps: must be in \[0, total_steps=1\]"):
+        apply_dict(demo, {"schedule": {"total_steps": 1, "by": "steps"}}, "test").validate()

@@ -163,7 +163,9 @@ class PretrainConfig:
         need(r.eval_batches >= 1, "run.eval_batches", "must be at least 1")
         need(r.log_every is not None, "run.log_every", "may not be null in pretraining (no epochs)")
         need(s.total_steps is not None, "schedule.total_steps", "may not be null in pretraining (no epochs)")
-        if s.total_steps is not None and s.warmup_steps is not None:
+        # by=time lays the warmup over the time budget (warmup_fraction): warmup_steps is not used then, and a
+        # step cap below the settings' default 3125 (`scripts/demo.py --steps 1`) is no error
+        if s.by == "steps" and s.total_steps is not None and s.warmup_steps is not None:
             need(s.warmup_steps <= s.total_steps, "schedule.warmup_steps",
                  f"must be in [0, total_steps={s.total_steps}], got {s.warmup_steps}")  # fmt: skip
         need(s.by != "time" or (r.max_time_minutes or 0) > 0, "schedule.by",
