@@ -50,6 +50,70 @@ def test_the_walk_sees_every_command() -> None:
     assert len(PARSERS) >= 20 and sum(len(p.options()) for p in PARSERS.values()) > 300
 
 
+def test_one_way_to_run_a_command() -> None:
+    """Each leaf (sub)command's own parser says what runs it (`albert.cli.options.runs`: ``_run``), and
+    nothing else does: no parent's default for the same dest (argparse's precedence between the two has
+    changed between releases, bpo-45235), no subcommand dest a command dispatches on, no other function
+    passed through the namespace (``_convert_run``, ``_usage_error``: a second mechanism)."""
+    import importlib
+
+    from albert.cli.main import COMMANDS, build_parser
+    from albert.cli.options import RUN
+
+    top = build_parser()
+    assert RUN not in top._defaults
+    assert [a.dest for a in top._actions if isinstance(a, argparse._SubParsersAction)] == ["command"]
+    for p in all_parsers():
+        defaults = p.parser._defaults
+        functions = [k for k, v in defaults.items() if callable(v) and k != RUN]
+        assert not functions, f"{p.name}: functions passed as defaults {functions}; use options.runs"
+        if p.is_leaf():
+            assert callable(defaults.get(RUN)), f"{p.name}: a leaf that sets no {RUN} (options.runs)"
+        else:
+            assert RUN not in defaults, f"{p.name}: {RUN} on a parent; set it on each leaf"
+            dests = [a.dest for a in p.parser._actions if isinstance(a, argparse._SubParsersAction)]
+            assert dests == [argparse.SUPPRESS], f"{p.name}: a subcommand dest {dests}; use add_subcommands"
+        if len(p.path) == 1:  # a module with subcommands has no `run` to dispatch with
+            assert hasattr(importlib.import_module(COMMANDS[p.path[0]]), "run") == p.is_leaf(), p.name
+
+
+def test_the_leaf_given_runs() -> None:
+    from albert.cli import data
+    from albert.cli.main import build_parser
+
+    parser = build_parser("data")
+    for name, run in [("stats", data._stats), ("cues", data._cues), ("verify", data._verify)]:
+        args = parser.parse_args(["data", name, "D", *(["E"] if name == "cues" else [])])
+        assert args._run is run and not hasattr(args, "data_command")
+
+
+@pytest.mark.parametrize(
+    ("command", "metavar"),
+    [("convert", "SOURCE"), ("tokenizer", "SUBCOMMAND"), ("data", "SUBCOMMAND"), ("export", "FORMAT"),
+     ("finetune", "TASK"), ("evaluate", "TASK")],
+)  # fmt: skip
+def test_a_missing_subcommand_is_a_usage_error(capsys, command: str, metavar: str) -> None:
+    from albert.cli.main import main
+
+    with pytest.raises(SystemExit) as e:
+        main([command])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: albert {command} [-h] {metavar} ...")
+    assert err.endswith(f"albert {command}: error: the following arguments are required: {metavar}\n")
+
+
+def test_a_usage_error_beyond_argparse_goes_through_main(capsys, tmp_path) -> None:
+    from albert.cli.main import main
+
+    with pytest.raises(SystemExit) as e:  # prepare: --merge, or all of --input --tokenizer --output
+        main(["prepare", "--input", "x.txt", "--output", str(tmp_path / "o")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: albert prepare ")
+    assert err.endswith("albert prepare: error: missing --tokenizer (or --merge DATA_DIR)\n")
+
+
 @pytest.mark.parametrize("concept", CONCEPTS)
 def test_one_flag_per_concept(concept: str) -> None:
     flag, others, commands = CONCEPTS[concept]

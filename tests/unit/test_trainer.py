@@ -284,25 +284,64 @@ def test_time_budget_stops_and_saves(tmp_path):
 
 
 def test_time_limited_run_s_bar_counts_training_time_not_steps(tmp_path, capsys):
-    """A run that ends at its time budget showed "N/10000 steps" and an ETA of the step cap (issue 23)."""
+    """A run whose lr is laid over its time budget (schedule.by=time) ends there: it showed "N/10000
+    steps" and an ETA of the step cap (issue 23). The cap is a field, not the count."""
+    from albert.optim.schedules import build_time_scheduler
     from albert.train.metrics import advance_bar, progress_bar, step_of
 
-    model, opt, sched, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
+    model, opt, _, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
+    sched = build_time_scheduler(opt, budget_s=1.2)
     result = Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream())
     last = capsys.readouterr().err.rstrip().split("\r")[-1]
     assert result.stop_reason == "time_limit"
-    assert last.startswith(f"step {result.steps} ") and "00:01 / 00:02 training time" in last
-    assert "10000" not in last and "it/s" not in last
-    with progress_bar(100_000, 40, time_budget_s=14 * 3600, elapsed_s=600) as bar:  # resumed at 10 min
+    assert last.startswith(f"step {result.steps} of 10000 ") and "00:01 / 00:02 training time" in last
+    assert "/10000" not in last and "it/s" not in last
+    with progress_bar(100_000, 40, time_budget_s=14 * 3600, elapsed_s=600, by="time") as bar:  # resumed
+        assert (bar.total, bar.unit, bar.n) == (14 * 3600, "s", 600)
         advance_bar(bar, 41, 3600.5)
         shown = str(bar)
-    assert shown.startswith("step 41") and "1:00:00 / 14:00:00 training time" in shown
-    assert "100000" not in shown
-    assert step_of(40, 100_000, 125.4, 600.0) == "step 40 (125/600 s)"  # the log line without a bar
+    assert shown.startswith("step 41 of 100000 ") and "1:00:00 / 14:00:00 training time" in shown
+    assert "/100000" not in shown
+    assert step_of(40, 100_000, 125.4, 600.0, by="time") == "step 40 (125/600 s)"  # the log line, no bar
     assert step_of(40, 1000, 125.4, None) == "step 40/1000"
-    with progress_bar(1000, 40) as bar:  # a run without a budget still counts steps
+    with pytest.raises(ValueError, match="time budget"), progress_bar(1000, 0, by="time"):
+        pass
+
+
+def test_step_schedule_s_bar_counts_steps_and_shows_the_budget_beside(tmp_path, capsys):
+    """schedule.by=steps, total_steps 6400, run.max_time_minutes=1000: the run ends at step 6400, but
+    the bar showed "00:00 / 16:40:00 training time" (issue 23). It counts the steps; the budget is a
+    field."""
+    from albert.train.metrics import advance_bar, progress_bar, step_of
+
+    with progress_bar(6400, 0, time_budget_s=1000 * 60) as bar:
+        assert (bar.total, bar.unit, bar.n) == (6400, "step", 0)
+        assert "0/6400" in str(bar) and "00:00 / 16:40:00 training time" in str(bar)
+        advance_bar(bar, 1, 90.5)
+        assert bar.n == 1 and "1/6400" in str(bar) and "01:30 / 16:40:00 training time" in str(bar)
+    with progress_bar(1000, 40) as bar:  # no budget: steps alone
         advance_bar(bar, 41, 3600.5)
-        assert bar.n == 41 and "41/1000" in str(bar)
+        assert bar.n == 41 and "41/1000" in str(bar) and "training time" not in str(bar)
+    assert step_of(40, 6400, 125.4, 60000.0) == "step 40/6400 (125/60000 s)"
+    # the trainer's bar: a step schedule under a large budget counts its steps
+    model, opt, sched, cfg = make(steps=3, max_time_s=60000.0, progress_bar=True, log_every=1000)
+    assert Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream()).stop_reason != "time_limit"
+    last = capsys.readouterr().err.rstrip().split("\r")[-1]
+    assert "3/3 " in last and "/ 16:40:00 training time" in last
+
+
+def test_the_bar_counts_what_the_schedule_is_laid_over():
+    from albert.train.settings import ScheduleSettings
+
+    for by in ("steps", "time"):
+        trainer = Trainer.for_finetuning(
+            Toy(),
+            optim=OptimSettings(name="adamw", lr=1e-3),
+            total_steps=6400,
+            schedule=ScheduleSettings(by=by),
+            config=TrainerConfig(max_steps=6400, max_time_s=60000.0, progress_bar=False),
+        )
+        assert trainer._by == by
 
 
 def test_bf16_autocast_on_cpu():

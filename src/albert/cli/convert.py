@@ -117,12 +117,8 @@ SUBCOMMANDS: dict[
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="convert_command", metavar="SOURCE", required=True)
+    from albert.cli.options import add_subcommands, runs
+
+    sub = add_subcommands(parser, "SOURCE")
     for name, (help_, add, run_) in SUBCOMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
-        add(p)
-        p.set_defaults(_convert_run=run_)
-
-
-def run(args: argparse.Namespace) -> int:
-    return int(args._convert_run(args))
+        add(runs(sub.add_parser(name, help=help_, description=help_), run_))

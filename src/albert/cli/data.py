@@ -18,8 +18,10 @@ DESCRIPTION = """Inspect a DATA_DIR made by `albert prepare`.
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    sub = p.add_subparsers(dest="data_command", metavar="SUBCOMMAND", required=True)
-    s = sub.add_parser("stats", help="measure what the DATA_DIR contains, next to the targets")
+    from albert.cli.options import add_subcommands, runs
+
+    sub = add_subcommands(p, "SUBCOMMAND")
+    s = runs(sub.add_parser("stats", help="measure what the DATA_DIR contains, next to the targets"), _stats)
     s.add_argument("data_dir", type=Path)
     s.add_argument("--json", action="store_true", help="machine-readable output")
     s.add_argument(
@@ -30,30 +32,37 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c = sub.add_parser(
         "cues", help="held-out SOP accuracy of shallow features (majority, boundary tokens, overlap)"
     )
+    runs(c, _cues)
     c.add_argument("data_dir", type=Path, metavar="TRAIN_DIR", help="fit the logistic regressions here")
     c.add_argument("eval_dir", type=Path, metavar="HELDOUT_DIR", help="measure their accuracy here")
     c.add_argument("--sample", type=int, default=50000, help="instances drawn from each DATA_DIR")
     c.add_argument("--seed", type=int, default=0, help="seeds the instance draws and the regression")
     c.add_argument("--json", action="store_true", help="machine-readable output")
-    v = sub.add_parser("verify", help="check every shard's sha256 against the manifest")
+    v = runs(sub.add_parser("verify", help="check every shard's sha256 against the manifest"), _verify)
     v.add_argument("data_dir", type=Path)
 
 
-def run(args: argparse.Namespace) -> int:
-    # a bad DATA_DIR raises DataError: `albert.cli.main` prints it as one line and exits 1
-    if args.data_command == "verify":
-        from albert.data.shards import load_manifest, verify_shards
+# a bad DATA_DIR raises DataError: `albert.cli.main` prints it as one line and exits 1
 
-        manifest = load_manifest(args.data_dir)
-        verify_shards(args.data_dir, manifest)
-        print(f"{args.data_dir}: {len(manifest['shards'])} shards ok")
-        return 0
-    if args.data_command == "cues":
-        from albert.data.cues import format_cues, sop_cues
 
-        cues = sop_cues(args.data_dir, args.eval_dir, sample=args.sample, seed=args.seed)
-        print(json.dumps(cues, indent=1) if args.json else format_cues(cues))
-        return 0
+def _verify(args: argparse.Namespace) -> int:
+    from albert.data.shards import load_manifest, verify_shards
+
+    manifest = load_manifest(args.data_dir)
+    verify_shards(args.data_dir, manifest)
+    print(f"{args.data_dir}: {len(manifest['shards'])} shards ok")
+    return 0
+
+
+def _cues(args: argparse.Namespace) -> int:
+    from albert.data.cues import format_cues, sop_cues
+
+    cues = sop_cues(args.data_dir, args.eval_dir, sample=args.sample, seed=args.seed)
+    print(json.dumps(cues, indent=1) if args.json else format_cues(cues))
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
     from albert.data.stats import compute_stats, format_stats
 
     stats = compute_stats(args.data_dir, sample=args.sample, epoch=args.epoch)

@@ -25,12 +25,12 @@ Unlabelled splits get predictions only."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert.cli.options import add_backend_flag
+    from albert.cli.options import add_backend_flag, add_subcommands, runs
     from albert.tasks.registry import TASKS
 
-    sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
+    sub = add_subcommands(parser, "TASK")
     for name, cls in TASKS.items():
-        p = sub.add_parser(name, help=cls.cli_help, description=cls.cli_help)
+        p = runs(sub.add_parser(name, help=cls.cli_help, description=cls.cli_help), _run_task, task_kind=name)
         p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
         p.add_argument(
             "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         cls.cli_arguments(p, "evaluate")
 
 
-def run(args: argparse.Namespace) -> int:
+def _run_task(args: argparse.Namespace) -> int:
     from albert.cli.finetune import task_class
     from albert.cli.options import default_device
     from albert.serve.predictor import Predictor

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from albert.cli.options import MissingExtra, add_model_flag, from_positional
+from albert.cli.options import MissingExtra, add_model_flag, add_subcommands, from_positional, runs
 
 HELP = "export a model to ONNX (fp32 and int8) or as a sentence-transformers model, with parity checks"
 DESCRIPTION = """Export a model directory (or a fine-tuning run's checkpoint) to ONNX.
@@ -40,8 +40,9 @@ where it is not installed), embeds test texts differently from the model by more
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    sub = add_subcommands(parser, "FORMAT")
     p = sub.add_parser("onnx", help="ONNX for ONNX Runtime (fp32, --int8)", description=DESCRIPTION)
+    runs(p, _run_onnx)
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     add_model_flag(p, "model directory or fine-tuning run directory", positional=True)
     p.add_argument("--output", "-o", required=True, type=Path, help="directory to write")
@@ -62,6 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         description=ST_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    runs(st, _run_sentence_transformers)
     add_model_flag(st, "model directory or fine-tuning run directory", positional=True)
     st.add_argument("--output", "-o", type=Path, help="directory to write")
     st.add_argument("output_positional", nargs="?", type=Path, metavar="OUT", help=argparse.SUPPRESS)
@@ -132,7 +134,12 @@ def _st_summary(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# errors are raised: `albert.cli.main` prints them as one line and exits 1
+
+
 def _run_sentence_transformers(args: argparse.Namespace) -> int:
+    from_positional(args, "model", "--model", "MODEL_DIR")
+    from_positional(args, "output", "--output", "OUT")
     from albert.export.sentence_transformers import export_sentence_transformers
 
     report = export_sentence_transformers(
@@ -147,12 +154,8 @@ def _run_sentence_transformers(args: argparse.Namespace) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> int:
-    # errors are raised: `albert.cli.main` prints them as one line and exits 1
+def _run_onnx(args: argparse.Namespace) -> int:
     from_positional(args, "model", "--model", "MODEL_DIR")
-    if args.format == "sentence-transformers":
-        from_positional(args, "output", "--output", "OUT")
-        return _run_sentence_transformers(args)
     from albert.export.pipeline import export_model_dir
 
     try:

@@ -20,7 +20,14 @@ import argparse
 import json
 from typing import Any
 
-from albert.cli.options import add_config_arguments, add_flat_flags, flat_values, warn_deprecated
+from albert.cli.options import (
+    add_config_arguments,
+    add_flat_flags,
+    add_subcommands,
+    flat_values,
+    runs,
+    warn_deprecated,
+)
 
 HELP = (
     "fine-tune a model directory on GLUE, SQuAD, RACE, named entities (CoNLL) or your own CSV/TSV/JSONL data"
@@ -97,9 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from albert.tasks.registry import TASKS
     from albert.train.settings import SHARED_FLAGS
 
-    sub = parser.add_subparsers(dest="task_kind", metavar="TASK", required=True)
+    sub = add_subcommands(parser, "TASK")
     for name, cls in TASKS.items():
-        p = sub.add_parser(name, help=cls.cli_help, description=cls.cli_help)
+        p = runs(sub.add_parser(name, help=cls.cli_help, description=cls.cli_help), _run_task, task_kind=name)
         p.add_argument(
             "--model",
             "--init",
@@ -136,7 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         r.add_argument("--max-time", type=float, dest="max_time_s_old", help=argparse.SUPPRESS)
 
 
-def run(args: argparse.Namespace) -> int:
+def _run_task(args: argparse.Namespace) -> int:
     from albert.tasks.base import FinetuneConfig
     from albert.tasks.finetune import finetune
     from albert.tasks.inputs import read_model_config

@@ -1,6 +1,9 @@
 """`albert`: one command, a table of subcommands, each a thin layer over the library.
 
-Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``.
+Each subcommand module defines ``HELP`` (one line), ``add_arguments(parser)`` and ``run(args) -> int``;
+a command with subcommands (``albert convert tf``) has no ``run``: its ``add_arguments`` adds them with
+`albert.cli.options.add_subcommands` and marks each leaf with the function that runs it
+(`albert.cli.options.runs`). One mechanism: the leaf's parser sets ``args._run``, and `main` calls it.
 Modules keep heavy imports (torch, transformers, ...) inside ``run`` so that ``albert --help`` is fast.
 
 Exit codes: 0 success, 1 an error of the data, the model or the system (one line ``albert <cmd>: error:
@@ -16,7 +19,7 @@ import logging
 import sys
 import traceback
 
-from albert.cli.options import DEPRECATIONS, mark_deprecated
+from albert.cli.options import DEPRECATIONS, RUN, UsageError, mark_deprecated, runs
 
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
@@ -67,8 +70,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             module.add_arguments(p)
             mark_deprecated(p)  # old spellings of the convention's flags (docs/cli.md) print one line
-        p.set_defaults(_run=module.run)
+            if not subcommands(p):  # a leaf itself; a command with subcommands marked its leaves
+                runs(p, module.run)
     return parser
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """``{name: parser}`` of the subcommands of ``parser`` (none: a leaf)."""
+    return {
+        name: sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for name, sub in action.choices.items()
+    }
 
 
 def error_message(error: BaseException) -> str | None:
@@ -116,11 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     for note in getattr(args, DEPRECATIONS, None) or []:  # old spellings (docs/cli.md), one line each
         logging.getLogger("albert.cli").warning(note)
-    if not getattr(args, "_run", None):
+    run = getattr(args, RUN, None)
+    if run is None:  # no command (a missing subcommand is argparse's usage error)
         parser.print_help()
         return 2
     try:
-        return _end(int(args._run(args) or 0))
+        return _end(int(run(args) or 0))
+    except UsageError as e:  # as argparse reports its own: the command's usage, exit 2
+        subcommands(parser)[args.command].error(str(e))
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return _end(130)

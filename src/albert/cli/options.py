@@ -194,6 +194,30 @@ def mark_deprecated(parser: argparse.ArgumentParser) -> None:
             deprecate(action, *old)
 
 
+RUN = "_run"  # the namespace attribute holding the function that runs the (sub)command given
+
+
+def add_subcommands(parser: argparse.ArgumentParser, metavar: str) -> Any:
+    """The subcommands of ``parser``: required (none given is argparse's usage error, exit 2), with no
+    ``dest`` of their own. Each leaf says what runs it (`runs`) on its own parser, never on a parent's:
+    argparse has resolved a parent's and a subparser's default for one dest differently across versions
+    (bpo-9351; bpo-45235 made the parent's win in 3.9.8 / 3.10.0, reverted in 3.9.9 / 3.10.1), so the
+    leaf's default is the only one there is."""
+    return parser.add_subparsers(metavar=metavar, required=True)
+
+
+def runs(parser: argparse.ArgumentParser, run: Any, **defaults: Any) -> argparse.ArgumentParser:
+    """Mark ``parser`` as a leaf that ``run(args)`` runs (`albert.cli.main` calls it); ``defaults``: what
+    else the leaf tells ``run`` (``task_kind="glue"``)."""
+    parser.set_defaults(**{RUN: run}, **defaults)
+    return parser
+
+
+class UsageError(Exception):
+    """A usage error beyond argparse's groups ("--merge, or all of --input --tokenizer --output"):
+    `albert.cli.main` reports it as argparse does, the command's usage and exit 2."""
+
+
 DEPRECATIONS = "_deprecations"  # the namespace attribute listing the old spellings a command line used
 
 

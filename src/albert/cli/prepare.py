@@ -39,8 +39,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     _masking_arguments(p, d)
     _execution_arguments(p, d)
     # "--merge, or all of --input --tokenizer --output" is beyond argparse's groups; `run` checks it and
-    # reports it as argparse does (usage, `albert prepare: error: ...`, exit 2)
-    p.set_defaults(_usage_error=p.error)
+    # raises a UsageError, which `albert.cli.main` reports as argparse does (usage, `albert prepare:
+    # error: ...`, exit 2)
 
 
 def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
@@ -163,6 +163,7 @@ def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from albert.cli.options import UsageError
     from albert.data.pipeline import PrepareConfig, merge_parts, prepare
 
     # errors of the data or the settings are raised: `albert.cli.main` prints them as one line, exit 1
@@ -174,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     missing = [f"--{n}" for n in ("input", "tokenizer", "output") if not getattr(args, n)]
     if missing:
-        args._usage_error(f"missing {', '.join(missing)} (or --merge DATA_DIR)")  # exits 2
+        raise UsageError(f"missing {', '.join(missing)} (or --merge DATA_DIR)")
     dupe = args.dupe_factor
     if dupe is None:
         dupe = PrepareConfig.dupe_factor if args.masking == "static" else 1

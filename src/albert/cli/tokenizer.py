@@ -23,7 +23,9 @@ albert tokenizer encode DIR TEXT [TEXT_PAIR]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="tokenizer_command", metavar="SUBCOMMAND", required=True)
+    from albert.cli.options import add_subcommands, runs
+
+    sub = add_subcommands(parser, "SUBCOMMAND")
 
     t = sub.add_parser("train", help="train a SentencePiece vocabulary with ALBERT's settings")
     t.add_argument(
@@ -67,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     t.add_argument("--quiet", dest="progress", action="store_false", help=argparse.SUPPRESS)  # old spelling
     t.add_argument("--sentencepiece-log", action="store_true", help="show SentencePiece's own training log")
-    t.set_defaults(_tokenizer_run=_run_train)
+    runs(t, _run_train)
 
     e = sub.add_parser("encode", help="print the tokens, ids and spans of a text")
     e.add_argument("tokenizer", metavar="DIR", help="tokenizer directory or vocabulary file")
@@ -76,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     e.add_argument(
         "--max-seq-length", "--max-length", dest="max_length", type=int, help="truncate to this many tokens"
     )
-    e.set_defaults(_tokenizer_run=_run_encode)
+    runs(e, _run_encode)
 
 
 def _run_train(args: argparse.Namespace) -> int:
@@ -127,7 +129,3 @@ def _run_encode(args: argparse.Namespace) -> int:
             row["text"] = source[span[0] : span[1]]
         print(json.dumps(row, ensure_ascii=False))
     return 0
-
-
-def run(args: argparse.Namespace) -> int:
-    return int(args._tokenizer_run(args))

@@ -57,9 +57,14 @@ def _masked_lm(
     logits = head(seq[selected], words)  # (N, V)
     if targets.numel() == 0:
         return logits, logits.sum() * 0.0, torch.zeros((), device=seq.device)
-    loss = F.cross_entropy(logits.float(), targets)
-    accuracy = (logits.detach().argmax(-1) == targets).float().mean()
-    return logits, loss, accuracy
+    return logits, *_cross_entropy(logits, targets)
+
+
+def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy (in float32) and accuracy of ``logits`` (N, K) against ``labels`` (N,): the loss of
+    every head that picks one of K (masked word, sentence order, label, choice)."""
+    loss = F.cross_entropy(logits.float(), labels)
+    return loss, (logits.detach().argmax(-1) == labels).float().mean()
 
 
 class AlbertForPreTraining(PreTrainedModule):
@@ -102,8 +107,7 @@ class AlbertForPreTraining(PreTrainedModule):
             out.update(mlm_loss=mlm_loss, mlm_accuracy=mlm_acc)
             losses.append(mlm_loss)
         if sop_labels is not None:
-            sop_loss = F.cross_entropy(sop_logits.float(), sop_labels)
-            sop_acc = (sop_logits.detach().argmax(-1) == sop_labels).float().mean()
+            sop_loss, sop_acc = _cross_entropy(sop_logits, sop_labels)
             out.update(sop_loss=sop_loss, sop_accuracy=sop_acc)
             losses.append(sop_loss if self.sop_loss_weight == 1.0 else self.sop_loss_weight * sop_loss)
         if losses:
@@ -139,21 +143,30 @@ class AlbertForMaskedLM(PreTrainedModule):
         return out
 
 
-class AlbertForSequenceClassification(PreTrainedModule):
-    """pooled -> dropout(classifier_dropout_prob) -> dense (original classifier_utils.py create_model:
-    dropout keep_prob 0.9). ``num_labels == 1`` is regression with a mean squared error (STS-B)."""
+class _Classifier(PreTrainedModule):
+    """The encoder, dropout(classifier_dropout_prob) and a dense layer to ``num_labels`` (``classifier``):
+    the layers of the sequence classifier (on the pooled output) and of the token classifier (on every
+    position, no pooler)."""
 
     extra_config_keys = ("num_labels",)
 
-    def __init__(self, config: AlbertConfig, num_labels: int = 2) -> None:
+    def __init__(self, config: AlbertConfig, num_labels: int, *, add_pooler: bool) -> None:
         super().__init__(config)
         if num_labels < 1:
             raise ValueError(f"num_labels must be >= 1, got {num_labels}")
         self.num_labels = num_labels
-        self.albert = AlbertModel(config)
+        self.albert = AlbertModel(config, add_pooler=add_pooler)
         self.dropout = nn.Dropout(config.classifier_dropout_prob)
         self.classifier = nn.Linear(config.hidden_size, num_labels)
         self.init_weights()
+
+
+class AlbertForSequenceClassification(_Classifier):
+    """pooled -> dropout(classifier_dropout_prob) -> dense (original classifier_utils.py create_model:
+    dropout keep_prob 0.9). ``num_labels == 1`` is regression with a mean squared error (STS-B)."""
+
+    def __init__(self, config: AlbertConfig, num_labels: int = 2) -> None:
+        super().__init__(config, num_labels, add_pooler=True)
 
     def forward(
         self,
@@ -171,8 +184,7 @@ class AlbertForSequenceClassification(PreTrainedModule):
             if self.num_labels == 1:
                 out["loss"] = F.mse_loss(logits.squeeze(-1).float(), labels.float())
             else:
-                out["loss"] = F.cross_entropy(logits.float(), labels)
-                out["accuracy"] = (logits.detach().argmax(-1) == labels).float().mean()
+                out["loss"], out["accuracy"] = _cross_entropy(logits, labels)
         return out
 
 
@@ -202,8 +214,7 @@ class AlbertForMultipleChoice(PreTrainedModule):
         logits = self.classifier(self.dropout(out.pooled_output)).view(b, c)  # (B, C)
         result = Output(logits=logits)
         if labels is not None:
-            result["loss"] = F.cross_entropy(logits.float(), labels)
-            result["accuracy"] = (logits.detach().argmax(-1) == labels).float().mean()
+            result["loss"], result["accuracy"] = _cross_entropy(logits, labels)
         return result
 
 
@@ -237,23 +248,14 @@ class AlbertForQuestionAnswering(PreTrainedModule):
         return result
 
 
-class AlbertForTokenClassification(PreTrainedModule):
+class AlbertForTokenClassification(_Classifier):
     """A tag per token (named entities, BIO): sequence output -> dropout(classifier_dropout_prob) -> dense
     (num_labels), cross-entropy over the positions whose label is not ``IGNORE_INDEX`` (padding, special
     tokens, and the pieces of a word after its first). transformers' AlbertForTokenClassification has the
     same layers and names (``classifier``), and no pooler."""
 
-    extra_config_keys = ("num_labels",)
-
     def __init__(self, config: AlbertConfig, num_labels: int = 2) -> None:
-        super().__init__(config)
-        if num_labels < 1:
-            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
-        self.num_labels = num_labels
-        self.albert = AlbertModel(config, add_pooler=False)
-        self.dropout = nn.Dropout(config.classifier_dropout_prob)
-        self.classifier = nn.Linear(config.hidden_size, num_labels)
-        self.init_weights()
+        super().__init__(config, num_labels, add_pooler=False)
 
     def forward(
         self,

@@ -408,6 +408,21 @@ def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
 
 
+def per_example(
+    outputs: Sequence[Mapping[str, np.ndarray]],
+    examples: Sequence[Example],
+    features: Sequence[Feature],
+    record: Callable[[Mapping[str, np.ndarray], Feature, Example], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """`Task.postprocess` of a task with one feature per example (classification, NER, multiple choice):
+    ``record(output, feature, example)`` for each feature, in the order of the examples."""
+    records: list[dict[str, Any]] = [{} for _ in examples]
+    for out, feat in zip(outputs, features):
+        i = feat["example_index"]
+        records[i] = record(out, feat, examples[i])
+    return records
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Prediction and evaluation with a predict function
 #: Batch keys a model's forward reads when predicting (``p_mask``: the SQuAD 2.0 verifier); labels and the

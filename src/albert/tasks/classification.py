@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from albert.tasks import metrics as M
-from albert.tasks.base import Example, Task, TaskDataError
+from albert.tasks.base import Example, Task, TaskDataError, per_example
 from albert.tasks.collate import Feature
 from albert.tasks.inputs import encode_text_pairs
 
@@ -122,19 +122,18 @@ class ClassificationTask(Task):
         examples: Sequence[Example],
         features: Sequence[Feature],
     ) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = [{} for _ in examples]
-        for out, feat in zip(outputs, features):
-            i = feat["example_index"]
-            logits = np.asarray(out["logits"], dtype=np.float64)
-            rec: dict[str, Any] = {"guid": examples[i].guid}
-            if self.labels is None:
-                rec["score"] = float(logits.reshape(-1)[0])
-            else:
-                probs = M.softmax(logits)
-                rec["label"] = self.labels[int(np.argmax(probs))]
-                rec["probabilities"] = {name: float(p) for name, p in zip(self.labels, probs)}
-            records[i] = rec
-        return records
+        return per_example(outputs, examples, features, self._record)
+
+    def _record(self, out: Mapping[str, np.ndarray], feat: Feature, example: Example) -> dict[str, Any]:
+        logits = np.asarray(out["logits"], dtype=np.float64)
+        rec: dict[str, Any] = {"guid": example.guid}
+        if self.labels is None:
+            rec["score"] = float(logits.reshape(-1)[0])
+        else:
+            probs = M.softmax(logits)
+            rec["label"] = self.labels[int(np.argmax(probs))]
+            rec["probabilities"] = {name: float(p) for name, p in zip(self.labels, probs)}
+        return rec
 
     def compute_metrics(
         self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]

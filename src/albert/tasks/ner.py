@@ -26,7 +26,7 @@ import numpy as np
 
 from albert._io import NotTextError, read_utf8
 from albert.tasks import metrics as M
-from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
+from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError, per_example
 from albert.tasks.collate import Batch, Feature, pad_features
 from albert.tasks.inputs import build_inputs
 
@@ -239,16 +239,15 @@ class TokenClassificationTask(Task):
         features: Sequence[Feature],
     ) -> list[dict[str, Any]]:
         """``{"guid", "tags"}``: the most likely tag at each word's first piece; ``O`` past the window."""
-        records: list[dict[str, Any]] = [{} for _ in examples]
-        for out, feat in zip(outputs, features):
-            i = feat["example_index"]
-            starts = feat["word_starts"]
-            logits = np.asarray(out["logits"])  # (T, num_labels), T padded to the batch's longest
-            best = logits[starts].argmax(-1) if starts else []
-            tags = [self.labels[int(k)] for k in best]
-            tags += ["O"] * (len(examples[i].meta["words"]) - len(tags))
-            records[i] = {"guid": examples[i].guid, "tags": tags}
-        return records
+        return per_example(outputs, examples, features, self._record)
+
+    def _record(self, out: Mapping[str, np.ndarray], feat: Feature, example: Example) -> dict[str, Any]:
+        starts = feat["word_starts"]
+        logits = np.asarray(out["logits"])  # (T, num_labels), T padded to the batch's longest
+        best = logits[starts].argmax(-1) if starts else []
+        tags = [self.labels[int(k)] for k in best]
+        tags += ["O"] * (len(example.meta["words"]) - len(tags))
+        return {"guid": example.guid, "tags": tags}
 
     def compute_metrics(
         self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from albert._io import JsonlError, iter_jsonl, read_utf8
-from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError
+from albert.tasks.base import Example, FinetuneConfig, Task, TaskDataError, per_example
 from albert.tasks.collate import Feature
 from albert.tasks.inputs import build_inputs
 from albert.tasks.metrics import softmax
@@ -292,24 +292,22 @@ class MultipleChoiceTask(Task):
         examples: Sequence[Example],
         features: Sequence[Feature],
     ) -> list[dict[str, Any]]:
-        records: list[dict[str, Any]] = [{} for _ in examples]
-        for out, feat in zip(outputs, features):
-            i = feat["example_index"]
-            ex = examples[i]
-            probs = softmax(np.asarray(out["logits"]).reshape(-1))  # over the options
-            pred = int(np.argmax(probs))
-            rec: dict[str, Any] = {
-                "guid": ex.guid,
-                "prediction": option_letter(pred),
-                "probabilities": [round(float(p), 6) for p in probs],
-            }
-            if ex.label is not None:
-                rec["answer"] = option_letter(int(ex.label))
-                rec["correct"] = pred == int(ex.label)
-            if ex.meta.get("level"):
-                rec["level"] = ex.meta["level"]
-            records[i] = rec
-        return records
+        return per_example(outputs, examples, features, self._record)
+
+    def _record(self, out: Mapping[str, np.ndarray], feat: Feature, ex: Example) -> dict[str, Any]:
+        probs = softmax(np.asarray(out["logits"]).reshape(-1))  # over the options
+        pred = int(np.argmax(probs))
+        rec: dict[str, Any] = {
+            "guid": ex.guid,
+            "prediction": option_letter(pred),
+            "probabilities": [round(float(p), 6) for p in probs],
+        }
+        if ex.label is not None:
+            rec["answer"] = option_letter(int(ex.label))
+            rec["correct"] = pred == int(ex.label)
+        if ex.meta.get("level"):
+            rec["level"] = ex.meta["level"]
+        return rec
 
     def compute_metrics(
         self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]

@@ -19,7 +19,7 @@ import gc
 import json
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -441,13 +441,17 @@ class Tokenizer(abc.ABC):
         )
 
 
-def _special_token_name(value: Any) -> str | None:
-    """A special token as stored in tokenizer_config.json: a string or an AddedToken dict."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and isinstance(value.get("content"), str):
-        return str(value["content"])
-    return None
+def _special_tokens(cfg: Mapping[str, Any], keys: Iterable[str]) -> dict[str, str]:
+    """The special tokens ``keys`` (``unk_token``, ...) that a tokenizer_config.json names, each stored as a
+    string or an AddedToken dict (``{"content": ...}``); the others are left out."""
+    out = {}
+    for key in keys:
+        value = cfg.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            out[key] = value
+    return out
 
 
 def _truncated_lengths(

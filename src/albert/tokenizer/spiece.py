@@ -28,7 +28,7 @@ from typing import Any
 import sentencepiece as spm
 
 from albert._io import atomic_write_bytes, proto_fields
-from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
+from albert.tokenizer.base import Offsets, Tokenizer, _special_tokens, as_text
 from albert.tokenizer.preprocess import aligned_preprocess, preprocess_text
 from albert.tokenizer.tokenizer_json import TOKENIZER_JSON, sentencepiece_tokenizer_json
 
@@ -217,17 +217,12 @@ class AlbertTokenizer(Tokenizer):
         if model is None:
             raise ValueError(f"{d}: no spiece.model (or other *.model SentencePiece file) in this directory")
         cfg = cls._read_config(d)
-        specials = {}
-        for key in DEFAULT_SPECIAL_TOKENS:
-            name = _special_token_name(cfg.get(key))
-            if name is not None:
-                specials[key] = name
         return cls(
             model,
             do_lower_case=bool(cfg.get("do_lower_case", True)),
             remove_space=bool(cfg.get("remove_space", True)),
             keep_accents=bool(cfg.get("keep_accents", False)),
-            special_tokens=specials,
+            special_tokens=_special_tokens(cfg, DEFAULT_SPECIAL_TOKENS),
         )
 
     def save_pretrained(self, directory: str | Path) -> list[Path]:

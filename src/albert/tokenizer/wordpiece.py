@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from albert._io import atomic_write_text
-from albert.tokenizer.base import Offsets, Tokenizer, _special_token_name, as_text
+from albert.tokenizer.base import Offsets, Tokenizer, _special_tokens, as_text
 
 __all__ = ["WordPieceTokenizer", "is_cjk_codepoint", "load_vocab"]
 
@@ -240,17 +240,12 @@ class WordPieceTokenizer(Tokenizer):
         if not vocab.is_file():
             raise ValueError(f"{d}: no vocab.txt in this directory")
         cfg = cls._read_config(d)
-        specials = {}
-        for key in DEFAULT_SPECIAL_TOKENS:
-            name = _special_token_name(cfg.get(key))
-            if name is not None:
-                specials[key] = name
         return cls(
             vocab,
             do_lower_case=bool(cfg.get("do_lower_case", True)),
             strip_accents=cfg.get("strip_accents"),
             max_input_chars_per_word=int(cfg.get("max_input_chars_per_word", 200)),
-            special_tokens=specials,
+            special_tokens=_special_tokens(cfg, DEFAULT_SPECIAL_TOKENS),
         )
 
     def save_pretrained(self, directory: str | Path) -> list[Path]:

@@ -139,15 +139,23 @@ def bar_postfix(record: Mapping[str, Any]) -> dict[str, str]:
 
 @contextmanager
 def progress_bar(
-    total: int, initial: int, enabled: bool = True, time_budget_s: float | None = None, elapsed_s: float = 0.0
+    total: int,
+    initial: int,
+    enabled: bool = True,
+    time_budget_s: float | None = None,
+    elapsed_s: float = 0.0,
+    by: str = "steps",
 ) -> Iterator[Any]:
     """A tqdm bar (log lines go above it, not through it), or None when not ``enabled``; `advance_bar`
     moves it after each optimizer step.
 
-    Without ``time_budget_s`` it counts optimizer steps to ``total``. With one, the run ends at the
-    budget, not at ``total`` (a step cap that is never reached: "1000/100000 steps, 14 h remaining" for
-    a 10-minute run), so it counts whole seconds of training time from ``elapsed_s`` to the budget, with
-    the step in front.
+    It counts what ends the run first, as far as that is known before it ends. ``by="steps"`` (a step
+    schedule): optimizer steps from ``initial`` to ``total``, the time budget, when there is one, a field
+    after them (``01:30 / 16:40:00 training time``); counting the budget showed "00:00 / 16:40:00" for a
+    run that ends at step 6400 in half an hour (issue 23). ``by="time"`` (the lr laid over training time):
+    whole seconds of training time from ``elapsed_s`` to ``time_budget_s``, the step and the step cap in
+    front (``step 40 of 100000``); counting the cap showed "1000/100000 steps, 14 h remaining" for a
+    10-minute run.
     """
     if not enabled:
         yield None
@@ -155,23 +163,33 @@ def progress_bar(
     from tqdm.auto import tqdm
     from tqdm.contrib.logging import logging_redirect_tqdm
 
-    if time_budget_s is None:
-        bar = tqdm(total=total, initial=initial, unit="step", dynamic_ncols=True)
+    if by not in ("steps", "time") or (by == "time" and time_budget_s is None):
+        raise ValueError(f"progress_bar: by must be 'steps', or 'time' with a time budget, got {by!r}")
+
+    class Bar(tqdm):  # type: ignore[misc,valid-type]  # tqdm.auto's class is chosen at import
+        counts, train_s, cap = by, elapsed_s, total  # advance_bar sets train_s
+
+        @property
+        def format_dict(self) -> dict[str, Any]:
+            d = dict(super().format_dict)
+            d["train_time"] = self.format_interval(int(self.train_s))
+            d["budget"] = self.format_interval(math.ceil(time_budget_s or 0))
+            d["cap"] = self.cap
+            return d
+
+    budget = "{train_time} / {budget} training time{postfix}"
+    if by == "steps":
+        steps = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}] "
+        fmt = None if time_budget_s is None else steps + budget  # None: tqdm's own
+        bar = Bar(total=total, initial=initial, unit="step", bar_format=fmt, dynamic_ncols=True)
     else:
-
-        class TimeBar(tqdm):  # type: ignore[misc,valid-type]  # tqdm.auto's class is chosen at import
-            @property
-            def format_dict(self) -> dict[str, Any]:
-                d = dict(super().format_dict)
-                d["train_time"] = self.format_interval(d["n"])
-                d["budget"] = self.format_interval(d["total"])
-                return d
-
-        bar = TimeBar(
-            total=max(1, math.ceil(time_budget_s)),
-            initial=min(int(elapsed_s), math.ceil(time_budget_s)),
-            desc=f"step {initial}",
-            bar_format="{desc} {percentage:3.0f}%|{bar}| {train_time} / {budget} training time{postfix}",
+        budget_s = math.ceil(time_budget_s or 0)
+        bar = Bar(
+            total=max(1, budget_s),
+            initial=min(int(elapsed_s), budget_s),
+            unit="s",
+            desc=f"step {initial} of {total}",
+            bar_format="{desc} {percentage:3.0f}%|{bar}| " + budget,
             dynamic_ncols=True,
         )
     with logging_redirect_tqdm(), bar:
@@ -179,21 +197,23 @@ def progress_bar(
 
 
 def advance_bar(bar: Any, step: int, training_s: float) -> None:
-    """After optimizer step ``step``: a step bar by one, a time bar (see `progress_bar`) to ``training_s``
-    whole seconds, its description naming the step."""
-    if bar.unit == "step":
+    """After optimizer step ``step`` with ``training_s`` seconds of training time: a step bar by one, a time
+    bar (see `progress_bar`) to ``training_s`` whole seconds, its description naming the step."""
+    bar.train_s = training_s
+    if bar.counts == "steps":
         bar.update(1)
         return
-    bar.set_description_str(f"step {step}", refresh=False)
+    bar.set_description_str(f"step {step} of {bar.cap}", refresh=False)
     bar.update(max(0, min(int(training_s), bar.total) - bar.n))
 
 
-def step_of(step: int, max_steps: int, elapsed_s: float, time_budget_s: float | None) -> str:
-    """A bar-less log line's progress: ``step 40/1000``, or ``step 40 (125/600 s)`` for a time-limited
-    run, which ends at its budget, not at ``max_steps``."""
-    if time_budget_s is None:
-        return f"step {step}/{max_steps}"
-    return f"step {step} ({elapsed_s:.0f}/{time_budget_s:g} s)"
+def step_of(
+    step: int, max_steps: int, elapsed_s: float, time_budget_s: float | None, by: str = "steps"
+) -> str:
+    """A bar-less log line's progress, counting what the bar counts (`progress_bar`): ``step 40/1000``,
+    with a time budget ``step 40/1000 (125/600 s)``; by time ``step 40 (125/600 s)``."""
+    budget = f" ({elapsed_s:.0f}/{time_budget_s:g} s)" if time_budget_s is not None else ""
+    return f"step {step}{budget}" if by == "time" else f"step {step}/{max_steps}{budget}"
 
 
 def improves(value: float, best: float | None, mode: str = "max") -> bool:

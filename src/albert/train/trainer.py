@@ -266,7 +266,7 @@ class Trainer:
         with contextlib.ExitStack() as stack:
             stack.callback(self.metrics_log.flush)
             cfg, show_bar = self.config, self.config.progress_bar and self.dist.is_main
-            bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s)
+            bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s, self._by)
             self._bar = stack.enter_context(bar)
             stack.enter_context(stop_on_signals(self._request_stop))
             self._t_last = self._window_start = time.perf_counter()
@@ -485,11 +485,16 @@ class Trainer:
         if self._bar is not None:
             self._bar.set_postfix(bar_postfix(record), refresh=False)
         elif self.dist.is_main:
-            of = step_of(self.step, self.config.max_steps, self.elapsed_s, self.config.max_time_s)
+            of = step_of(self.step, self.config.max_steps, self.elapsed_s, self.config.max_time_s, self._by)
             logger.info("%s %s", of, format_metrics(record, ("step",)))
         self._window_start, self._window_tokens = time.perf_counter(), 0
 
     # ------------------------------------------------------------------------------------------ signals
+    @property
+    def _by(self) -> str:
+        """What the lr is laid over, and the progress bar counts: ``"time"`` (`ElapsedTimeLR`) or ``"steps"``."""
+        return "time" if isinstance(self.scheduler, ElapsedTimeLR) else "steps"
+
     def _request_stop(self, signum: int) -> None:
         self._stop_signal = signum
 
