@@ -50,10 +50,12 @@ class Stream:
         rank: int = 0,
         world_size: int = 1,
         poison_at: tuple[int, ...] = (),
+        spike_at: tuple[int, ...] = (),
     ) -> None:
         self.batch_size, self.seed, self.n_batches = batch_size, seed, n_batches
         self.rank, self.world_size = rank, world_size
         self.poison_at = set(poison_at)
+        self.spike_at = set(spike_at)  # batches whose targets are 30x too large: a finite loss spike
         self.pos = 0  # batches consumed by this rank
 
     def batch_at(self, index: int) -> dict[str, torch.Tensor]:
@@ -61,6 +63,8 @@ class Stream:
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
         x = torch.randn(self.batch_size, 4, generator=g)
         y = x @ W_TRUE + 0.01 * torch.randn(self.batch_size, generator=g)
+        if index in self.spike_at:
+            y = 30 * y
         poison = torch.full((self.batch_size,), index in self.poison_at)
         return {"x": x, "y": y, "poison": poison}
 
