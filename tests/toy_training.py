@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds per batch (to kill mid-run)")
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--poison-at", default="", help="global batch indices with a NaN loss, comma-separated")
+    p.add_argument("--spike-rollback", action="store_true")
     args = p.parse_args(argv)
 
     info = init_distributed("cpu")
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     model = Toy(dropout=args.dropout, hidden=16)
     opt = build_optimizer(model, "lamb", lr=0.05)
     sched = build_scheduler(opt, total_steps=args.steps, warmup_steps=3)
-    stream = Stream(batch_size=args.micro_batch, seed=7, rank=info.rank, world_size=info.world_size)
+    poison = tuple(int(i) for i in args.poison_at.split(",") if i)
+    stream = Stream(args.micro_batch, 7, rank=info.rank, world_size=info.world_size, poison_at=poison)
 
     def slow() -> Iterator[dict[str, torch.Tensor]]:
         import time
@@ -120,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         save_every=args.save_every,
         keep_last=2,
         progress_bar=False,
+        spike_rollback=args.spike_rollback,
     )
     trainer = Trainer(model, opt, sched, cfg, run_dir=args.run_dir, data_state=stream, dist=info)
     result = trainer.fit(slow(), resume=args.resume)

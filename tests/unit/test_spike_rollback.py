@@ -133,6 +133,15 @@ def test_rollbacks_are_bounded_then_the_run_stops_saying_why(tmp_path):
     assert [r["rollback_from_step"] for r in load_metrics(run) if "rollback_from_step" in r] == [11, 11]
 
 
+def test_a_resumed_run_counts_the_rollbacks_before_it(tmp_path):
+    run = tmp_path / "run"
+    cfg = {"log_every": 1, "save_every": 4, "spike_rollback": True, "spike_max_rollbacks": 1}
+    _trainer(run, 16, **cfg).fit(Recording(poison_at=(13, 24)))  # back from step 14 to 12, to step 16
+    resumed = _trainer(run, 24, **cfg)
+    with pytest.raises(TrainingDiverged, match=r"non-finite loss at step 23, after 1 rollback\(s\)"):
+        resumed.fit(Recording(poison_at=(13, 24)), resume=True)  # batch 24 is read by step 23 now
+
+
 def test_without_a_good_checkpoint_the_non_finite_step_is_skipped(tmp_path, caplog):
     trainer = _trainer(tmp_path / "run", 6, log_every=1, save_every=4, spike_rollback=True)
     stream = Recording(poison_at=(1,))
