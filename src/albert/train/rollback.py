@@ -9,8 +9,8 @@ and during the spike" (Chowdhery et al. 2022, Sec. 5.1); OPT's logbook did the s
   losses, the rule the health watch logs by), or a non-finite loss or gradient, which then rolls back instead
   of being skipped (`TrainerConfig.max_bad_steps`);
 * the checkpoint gone back to is the newest one written at or before the last logged step whose loss was no
-  spike, so nothing of the flagged stretch is in it; the step checkpoints after it belong to the abandoned
-  stretch and are deleted;
+  spike, so nothing of the flagged stretch is in it (``keep_last`` checkpoints must reach back that far);
+  the step checkpoints after it belong to the abandoned stretch and are deleted;
 * model, optimizer, schedule, loss scaler, RNG states and the loop's counters come from it, as on a resume,
   but not the data position or the clock: the batches read since that checkpoint are skipped, not replayed,
   and ``spike_skip_batches`` global batches more; the time spent stays spent (``max_time_s``);
