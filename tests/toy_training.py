@@ -50,10 +50,12 @@ class Stream:
         rank: int = 0,
         world_size: int = 1,
         poison_at: tuple[int, ...] = (),
+        spike_at: tuple[int, ...] = (),
     ) -> None:
         self.batch_size, self.seed, self.n_batches = batch_size, seed, n_batches
         self.rank, self.world_size = rank, world_size
         self.poison_at = set(poison_at)
+        self.spike_at = set(spike_at)  # batches whose targets are 30x too large: a finite loss spike
         self.pos = 0  # batches consumed by this rank
 
     def batch_at(self, index: int) -> dict[str, torch.Tensor]:
@@ -61,6 +63,8 @@ class Stream:
         g = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
         x = torch.randn(self.batch_size, 4, generator=g)
         y = x @ W_TRUE + 0.01 * torch.randn(self.batch_size, generator=g)
+        if index in self.spike_at:
+            y = 30 * y
         poison = torch.full((self.batch_size,), index in self.poison_at)
         return {"x": x, "y": y, "poison": poison}
 
@@ -92,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--step-sleep", type=float, default=0.0, help="seconds per batch (to kill mid-run)")
     p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--poison-at", default="", help="global batch indices with a NaN loss, comma-separated")
+    p.add_argument("--spike-rollback", action="store_true")
     args = p.parse_args(argv)
 
     info = init_distributed("cpu")
@@ -99,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     model = Toy(dropout=args.dropout, hidden=16)
     opt = build_optimizer(model, "lamb", lr=0.05)
     sched = build_scheduler(opt, total_steps=args.steps, warmup_steps=3)
-    stream = Stream(batch_size=args.micro_batch, seed=7, rank=info.rank, world_size=info.world_size)
+    poison = tuple(int(i) for i in args.poison_at.split(",") if i)
+    stream = Stream(args.micro_batch, 7, rank=info.rank, world_size=info.world_size, poison_at=poison)
 
     def slow() -> Iterator[dict[str, torch.Tensor]]:
         import time
@@ -116,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         save_every=args.save_every,
         keep_last=2,
         progress_bar=False,
+        spike_rollback=args.spike_rollback,
     )
     trainer = Trainer(model, opt, sched, cfg, run_dir=args.run_dir, data_state=stream, dist=info)
     result = trainer.fit(slow(), resume=args.resume)

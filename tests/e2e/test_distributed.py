@@ -96,3 +96,27 @@ def test_torchrun_two_gloo_ranks_match_one_process(tmp_path):
     assert state["world_size"] == 2
     ranks = ckpt_io.read_training_state(ddp / "checkpoints" / "step-00000012")["ranks"]
     assert [r["data"]["pos"] for r in ranks] == [12, 12]  # each rank's own data position
+
+
+@pytest.mark.slow  # two training processes and a torchrun launch
+def test_torchrun_ranks_roll_back_together(tmp_path):
+    """A NaN loss on one rank only (albert.train.rollback): every rank goes back to the same checkpoint and
+    skips the same global batches, as one process at the same global batch does."""
+    common = ["--steps", "8", "--micro-batch", "8", "--dropout", "0.0", "--save-every", "2", "--spike-rollback",
+              "--poison-at", "5"]  # fmt: skip
+    # one process: step 3 reads batches 4, 5; two ranks: step 3 is batch 4 on rank 0, batch 5 on rank 1
+    single, ddp = tmp_path / "single", tmp_path / "ddp"
+    run = [sys.executable, str(SCRIPT), "--run-dir", str(single), "--accum", "2", *common]
+    subprocess.run(run, check=True, env=_env(), timeout=300)
+    launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    subprocess.run([*launch, str(SCRIPT), "--run-dir", str(ddp), "--accum", "1", *common], check=True,
+                   env=_env(), timeout=300)  # fmt: skip
+    for run_dir in (single, ddp):
+        records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        rollbacks = [r for r in records if "rollback_from_step" in r]
+        assert rollbacks == [{"step": 2, "rollback_from_step": 3, "rollback_skipped_batches": 1,
+                              "rollback_reason": "non-finite loss"}]  # fmt: skip
+    a, b = _losses(single), _losses(ddp)
+    assert [s for s, _ in a] == [s for s, _ in b] == list(range(1, 9))
+    for (_, la), (_, lb) in zip(a, b):
+        assert la == pytest.approx(lb, rel=1e-5, abs=1e-7)

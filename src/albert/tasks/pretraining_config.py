@@ -225,6 +225,9 @@ class PretrainConfig:
             save_every=r.save_every,
             keep_last=r.keep_last,
             max_bad_steps=r.max_bad_steps,
+            spike_rollback=r.spike_rollback,
+            spike_skip_batches=r.spike_skip_batches,
+            spike_max_rollbacks=r.spike_max_rollbacks,
             max_time_s=r.max_time_minutes * 60 if r.max_time_minutes else None,
             progress_bar=r.progress_bar,
         )

@@ -48,6 +48,7 @@ class Epochs:
         self.batches: Iterable[Batch] = ()
         self.epoch = 0
         self.batch_in_epoch = 0
+        self.consumed = 0  # batches read in the whole run (saved as the trainer state's batches_read)
         self._iter: Iterator[Batch] | None = None
         self._skip = 0
 
@@ -112,4 +113,5 @@ class Epochs:
                 self._iter = None
                 continue
             self.batch_in_epoch += 1
+            self.consumed += 1
             return batch

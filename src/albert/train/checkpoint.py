@@ -69,6 +69,14 @@ def step_dir_name(step: int) -> str:
     return f"step-{step:08d}"
 
 
+def step_of_dir(path: Path) -> int:
+    """The step of a step checkpoint's directory (``step-00001000`` -> 1000)."""
+    m = STEP_DIR_RE.match(path.name)
+    if m is None:
+        raise ValueError(f"{path}: not a step checkpoint (expected a name like {step_dir_name(1000)})")
+    return int(m.group(1))
+
+
 # ------------------------------------------------------------------------------------------------ RNG
 def rng_state() -> dict[str, Any]:
     """Every random number generator a training step may draw from."""
@@ -226,12 +234,23 @@ def prune_checkpoints(root: Path, keep_last: int) -> list[Path]:
     """Delete all but the ``keep_last`` newest step checkpoints (``best`` is never deleted)."""
     steps = list_checkpoints(root)
     doomed = steps[:-keep_last] if keep_last > 0 else []
-    for path in doomed:
+    _delete(root, doomed)
+    return doomed
+
+
+def drop_checkpoints_after(root: Path, step: int) -> list[Path]:
+    """Delete the step checkpoints after ``step`` (a rollback abandons them; ``best`` is kept)."""
+    doomed = [p for p in list_checkpoints(root) if step_of_dir(p) > step]
+    _delete(root, doomed)
+    return doomed
+
+
+def _delete(root: Path, paths: list[Path]) -> None:
+    for path in paths:
         # rename first so that a crash mid-delete never leaves a half-deleted "complete" checkpoint
         trash = root / f"{TMP_PREFIX}del-{path.name}"
         os.rename(path, trash)
         shutil.rmtree(trash, ignore_errors=True)
-    return doomed
 
 
 # ------------------------------------------------------------------------------------------------ reading

@@ -50,6 +50,13 @@ class TrainerConfig:
     """max | min."""
     max_bad_steps: int = 10
     """Consecutive non-finite steps tolerated before stopping."""
+    spike_rollback: bool = False
+    """On a loss spike or a non-finite step, go back to the last good checkpoint and skip the batches read
+    since (`albert.train.rollback`); needs a run_dir and save_every or save_every_s."""
+    spike_skip_batches: int = 0
+    """Global batches (one optimizer step's data each) skipped beyond those read up to the spike."""
+    spike_max_rollbacks: int = 3
+    """Rollbacks in a run; the next spike raises `TrainingDiverged`."""
     max_time_s: float | None = None
     """Wall-clock budget of training time (summed over resumed runs; evaluation excluded); then checkpoint
     and stop."""
@@ -71,6 +78,8 @@ class TrainerConfig:
             ("keep_last", at_least(1), "at least 1"),
             ("best_mode", *one_of(("max", "min"))),
             ("max_bad_steps", at_least(0), "at least 0"),
+            ("spike_skip_batches", at_least(0), "at least 0"),
+            ("spike_max_rollbacks", at_least(0), "at least 0"),
             # finite too (coerce): NaN fails every comparison and inf passes "> 0"; None: no clipping / budget
             ("max_grad_norm", above(0), "finite and > 0, or None"),
             ("max_time_s", above(0), "finite and > 0, or None"),

@@ -14,6 +14,10 @@ small models stuck from the start (albert_zh#135). Each has a signature that a r
 
 Each is logged once, as a warning that says what to try, and kept in ``RUN_DIR/health.json``. Only
 watching: the run goes on (a non-finite step is already skipped by the trainer, `TrainerConfig.max_bad_steps`).
+
+With ``run.spike_rollback`` the trainer acts on the spike rule (`LossSpikes`, the same one) and on non-finite
+steps: it goes back to the last checkpoint written before the spike and skips the batches read since, as
+PaLM did (Chowdhery et al. 2022, Sec. 5.1; `albert.train.rollback`). Each rollback is an event here too.
 """
 
 from __future__ import annotations
@@ -53,10 +57,31 @@ ADVICE = {
     "checkpoint",
     "spike": "the training loss jumped. Try: a lower peak lr or a longer warmup, a smaller "
     "optim.max_grad_norm; look at the batches just before this step; resume from the last checkpoint "
-    "before it if the loss does not come back",
+    "before it if the loss does not come back (run.spike_rollback=true does that by itself)",
     "diverged": "the training loss is not finite. Try: a lower peak lr, fp32 or bf16 instead of fp16; resume "
     "from the last checkpoint",
+    "rollback": "the run went back to its last checkpoint before the spike and skipped the batches read since "
+    "(run.spike_rollback). If spikes come back, lower the peak lr or lengthen the warmup",
 }
+
+
+class LossSpikes:
+    """The spike rule: a logged loss above `SPIKE_FACTOR` times the median of the last `SPIKE_WINDOW` logged
+    losses (no verdict before the window is full). A spike or a non-finite loss does not join the window."""
+
+    def __init__(self) -> None:
+        self.recent: deque[float] = deque(maxlen=SPIKE_WINDOW)
+
+    def check(self, loss: float) -> float | None:
+        """The median ``loss`` is a spike against, or None when it is none (then it joins the window)."""
+        if not math.isfinite(loss):
+            return None
+        if len(self.recent) == self.recent.maxlen:
+            median = statistics.median(self.recent)
+            if loss > SPIKE_FACTOR * median:
+                return median
+        self.recent.append(loss)
+        return None
 
 
 def representation_spread(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> float:
@@ -109,7 +134,7 @@ class HealthMonitor:
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.reference_spread: float | None = None
         self.events: list[dict[str, Any]] = []
-        self._losses: deque[float] = deque(maxlen=SPIKE_WINDOW)
+        self._spikes = LossSpikes()
         self._progress = 0.0
 
     # -------------------------------------------------------------------------------- the hooks
@@ -120,18 +145,20 @@ class HealthMonitor:
             logger.info("health: representation spread at the start %.4g", self.reference_spread)
 
     def on_train_record(self, record: Mapping[str, Any]) -> None:
+        """A training record of the trainer's ``on_log``, or its record of a rollback."""
         step = int(record.get("step", 0))
+        if "rollback_from_step" in record:
+            self._rollback(record)
+            return
         self._progress = float(self.budget(record))
         loss = float(record.get("loss", math.nan))
         if not math.isfinite(loss):
             self._event("diverged", step, f"training loss {loss} at step {step}")
             return
-        if len(self._losses) == self._losses.maxlen:
-            median = statistics.median(self._losses)
-            if loss > SPIKE_FACTOR * median:
-                self._event("spike", step, f"training loss {loss:.3f} at step {step}, {loss / median:.1f}x the "
-                            f"median of the last {len(self._losses)} logged ({median:.3f})")  # fmt: skip
-        self._losses.append(loss)
+        median = self._spikes.check(loss)
+        if median is not None:
+            self._event("spike", step, f"training loss {loss:.3f} at step {step}, {loss / median:.1f}x the "
+                        f"median of the last {SPIKE_WINDOW} logged ({median:.3f})")  # fmt: skip
         if "mlm_accuracy" in record:
             self._check_plateau(step, float(record["mlm_accuracy"]), "training")
 
@@ -157,6 +184,14 @@ class HealthMonitor:
             self._event("plateau", step, f"{which} masked-LM accuracy {accuracy:.1%} at step {step} "
                         f"({self._progress:.0%} of the budget) is at the rate of the most frequent masked "
                         f"token ({self.most_frequent_rate:.1%})")  # fmt: skip
+
+    def _rollback(self, record: Mapping[str, Any]) -> None:
+        """Every rollback is an event (`albert.train.rollback`): where from, where to, what was skipped."""
+        frm, to = int(record["rollback_from_step"]), int(record["step"])
+        what = (f"rolled back from step {frm} to step {to} ({record.get('rollback_reason', 'loss spike')}), "
+                f"{int(record.get('rollback_skipped_batches', 0))} batches skipped")  # fmt: skip
+        self.events.append({"kind": "rollback", "step": frm, "what": what, "advice": ADVICE["rollback"]})
+        self.write()  # not logged: the trainer's warning said it
 
     def _event(self, kind: str, step: int, what: str) -> None:
         if any(e["kind"] == kind for e in self.events):

@@ -154,8 +154,23 @@ class RunSettings:
     """step checkpoints kept (original keep_checkpoint_max: 5)"""
     max_bad_steps: int = 10
     """consecutive non-finite steps before the run stops"""
+    spike_rollback: bool = False
+    """on a loss spike (a logged loss above 1.5x the median of the last 10) or a non-finite step, go back to
+    the last checkpoint written before it and skip the batches read since (PaLM, Chowdhery et al. 2022, Sec.
+    5.1); needs a save cadence (save_every or save_every_minutes)"""
+    spike_skip_batches: int = 0
+    """with spike_rollback: global batches skipped beyond those read up to the spike"""
+    spike_max_rollbacks: int = 3
+    """with spike_rollback: rollbacks in a run; the next spike stops it (TrainingDiverged)"""
     progress_bar: bool = True
     """a progress bar (flags --progress / --no-progress)"""
+
+    def cross_field_problems(self, section: str) -> list[tuple[str, str]]:
+        """``(section.field, reason)`` for the rules across this section's fields."""
+        if self.spike_rollback and not (self.save_every or self.save_every_minutes):
+            return [(f"{section}.spike_rollback", "needs checkpoints to go back to: set run.save_every "
+                     "(steps) or run.save_every_minutes")]  # fmt: skip
+        return []
 
 
 # The flat flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md):
@@ -253,6 +268,8 @@ RULES: dict[type, list[Rule]] = {
         ("save_every_minutes", at_least(0), "at least 0 (0 or null: by steps only)"),
         ("keep_last", at_least(1), "at least 1"),
         ("max_bad_steps", at_least(0), "at least 0"),
+        ("spike_skip_batches", at_least(0), "at least 0"),
+        ("spike_max_rollbacks", at_least(0), "at least 0"),
     ],
 }
 
@@ -274,6 +291,9 @@ def section_problems(obj: Any, section: str, rules: list[Rule] | None = None) ->
         if name not in bad and value is not None and not ok(value):
             problems.append((f"{section}.{name}", f"must be {need}, got {value!r}"))
             bad.add(name)
+    cross = getattr(obj, "cross_field_problems", None)  # rules across fields (e.g. RunSettings')
+    if cross is not None:
+        problems += [p for p in cross(section) if p[0].removeprefix(f"{section}.") not in bad]
     return problems
 
 

@@ -49,6 +49,8 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   ``max_bad_steps`` in a row the current (last good) state is saved and `TrainingDiverged` is raised (if an
   earlier update left NaN / inf weights, nothing is written and the error names the last good checkpoint).
   With fp16 a gradient overflow only lowers the loss scale (as `torch.amp.GradScaler` intends).
+* ``config.spike_rollback``: on a loss spike or a non-finite step, back to the last good checkpoint, skipping
+  the batches read since (PaLM's remedy; `albert.train.rollback`).
 * SIGINT / SIGTERM: the current step finishes, a checkpoint is written, ``fit`` returns with
   ``stop_reason`` ``"signal"`` (a second Ctrl-C interrupts at once). ``max_time_s`` does the same on a
   wall-clock budget (``"time_limit"``); an `albert.optim.schedules.ElapsedTimeLR` lays the lr over it.
@@ -58,7 +60,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
 This file is the loop; its parts live next to it: `TrainerConfig` in ``config.py`` (the shared settings
 in ``settings.py``), metric sums and files in ``metrics.py``, the epoch-wise data position in ``batches.py``,
 DDP / compile / autocast in ``parallelize.py``, what a checkpoint holds in ``checkpoint.py``, processes and
-signals in ``distributed.py``, what ``fit`` returns in ``result.py``.
+signals in ``distributed.py``, what ``fit`` returns in ``result.py``, divergence and rollback in ``rollback.py``.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ from albert.train.metrics import (
 from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, resumed_run, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
+from albert.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
 from albert.train.settings import OptimSettings, ScheduleSettings
 
 __all__ = [
@@ -115,10 +118,6 @@ EvalFn = Callable[[nn.Module], Mapping[str, float]]
 
 # The loop counters a checkpoint saves and a resume restores (trainer_state.json, with the data position).
 LOOP_STATE = ("step", "tokens", "elapsed_s", "bad_steps")
-
-
-class TrainingDiverged(RuntimeError):
-    """Too many consecutive steps with a non-finite loss or gradient."""
 
 
 @dataclass
@@ -194,6 +193,7 @@ class Trainer:
         self.best = BestMetric(config.best_metric, config.best_mode)
         self.eval_history: list[dict[str, float]] = []
         self.last_checkpoint: Path | None = None
+        self.rollback = SpikeRollback(self) if config.spike_rollback else None
 
         self._stop_signal: int | None = None
         self._train_window = Meter()
@@ -357,6 +357,10 @@ class Trainer:
             advance_bar(self._bar, self.step, training_s)
 
     def _skip_step(self, what: str) -> None:
+        self.optimizer.zero_grad(set_to_none=True)
+        self.scaler.update()
+        if self.rollback is not None and self.rollback.on_non_finite(self, what):
+            return
         self.bad_steps += 1
         logger.warning(
             "non-finite %s at step %d: update skipped (%d in a row, limit %d)",
@@ -365,10 +369,8 @@ class Trainer:
             self.bad_steps,
             self.config.max_bad_steps,
         )
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scaler.update()
         if self.bad_steps > self.config.max_bad_steps:
-            self._diverged()
+            stop_diverged(self)
 
     def _due(self, every: int | None) -> bool:
         """Whether what runs every ``every`` steps (None: never) runs after this step."""
@@ -385,7 +387,9 @@ class Trainer:
         cfg = self.config
         mid_run = self.step < cfg.max_steps
         if stepped and (self._due(cfg.log_every) or not mid_run):
-            self._log_train()
+            record = self._log_train()
+            if self.rollback is not None and self.rollback.after_log(self, record):
+                return stop  # rolled back: this step's evaluation and checkpoint are gone with it
         if stepped and mid_run and self._due(cfg.eval_every):
             self._evaluate_and_track()
             self._t_last = self._window_start = time.perf_counter()  # evaluation is not training time
@@ -420,24 +424,6 @@ class Trainer:
             raise ValueError(f"Trainer: {what} needs a run_dir")
         return self.run_dir
 
-    def _diverged(self) -> None:
-        cfg = self.config
-        msg = (
-            f"training stopped: {self.bad_steps} consecutive steps with a non-finite loss or gradient "
-            f"(max_bad_steps={cfg.max_bad_steps}) at step {self.step}. The model was not updated by those steps"
-        )
-        bad = ckpt_io.first_non_finite(self.model, self.optimizer)
-        if self.run_dir is None:
-            msg += "; no run_dir, so nothing was saved"
-        elif bad is None:
-            path = self.save()
-            msg += f"; the last good state is saved in {path}"
-        else:  # an earlier update made the weights non-finite: this state is not good, keep the last one
-            last = self.last_checkpoint or "none (no checkpoint yet)"
-            msg += f". {bad} holds NaN or infinite values, so no checkpoint was written; the last good one is {last}"
-        msg += ". Lower the learning rate, check the data, or use bf16 instead of fp16."
-        raise TrainingDiverged(msg)
-
     # ------------------------------------------------------------------------------------------ evaluation
     def evaluate(self) -> dict[str, float]:
         """Run ``eval_fn`` on the (unwrapped) model in eval mode; returns metrics prefixed ``eval_``."""
@@ -462,7 +448,7 @@ class Trainer:
             self._save_best(metrics)
 
     # ------------------------------------------------------------------------------------------ logging
-    def _log_train(self) -> None:
+    def _log_train(self) -> dict[str, Any]:
         now = time.perf_counter()
         dt = now - self._window_start
         tokens_per_s = self._window_tokens / dt if dt > 0 else 0.0
@@ -488,6 +474,7 @@ class Trainer:
             of = step_of(self.step, self.config.max_steps, self.elapsed_s, self.config.max_time_s, self._by)
             logger.info("%s %s", of, format_metrics(record, ("step",)))
         self._window_start, self._window_tokens = time.perf_counter(), 0
+        return record
 
     # ------------------------------------------------------------------------------------------ signals
     @property
@@ -511,6 +498,8 @@ class Trainer:
             "best_step": self.best.step,
             "epoch": self.data.epoch,
             "batch_in_epoch": self.data.batch_in_epoch,
+            "batches_read": self.data.consumed,
+            "rollbacks": self.rollback.events if self.rollback is not None else [],
             "best_metric": self.config.best_metric,
             "eval_history": self.eval_history,
             "world_size": self.dist.world_size,
@@ -554,6 +543,18 @@ class Trainer:
 
     def _resume(self, where: Path) -> None:
         path = ckpt_io.latest_checkpoint(where)
+        state = self.restore(path)
+        self.fp32_linear = resumed_run(state, path, self.config, self.fp32_linear, self.device, self.dtype)
+        if self.rollback is not None:
+            self.rollback.resumed(self.step, state)
+        logger.info(
+            "resumed from %s at step %d (epoch %d, %d tokens)", path, self.step, self.data.epoch, self.tokens
+        )
+
+    def restore(self, path: Path, rollback: bool = False) -> dict[str, Any]:
+        """Load the step checkpoint ``path``: model, optimizer, schedule, scaler, RNG and loop state (the
+        lines of metrics.jsonl after it go); a ``rollback`` keeps the data position and the clock going
+        (`albert.train.rollback`). Returns its trainer state."""
         state, mine = ckpt_io.load_training(
             path,
             model=self.model,
@@ -563,21 +564,25 @@ class Trainer:
             rank=self.dist.rank,
             world_size=self.dist.world_size,  # a different number of ranks is refused
         )
-        self.fp32_linear = resumed_run(state, path, self.config, self.fp32_linear, self.device, self.dtype)
+        clock = self.elapsed_s
         for key in LOOP_STATE:
             setattr(self, key, state[key])
+        if rollback:
+            self.elapsed_s = clock
+        else:
+            self.data.restore(state["epoch"], state["batch_in_epoch"], mine.get("data"))
+            self.data.consumed = state.get("batches_read", self.step * self.config.grad_accum_steps)
         self._training_s = self._saved_at_s = self.elapsed_s
         self.best.value, self.best.step = state["best_value"], state["best_step"]
         self.eval_history = list(state.get("eval_history", []))
-        self.data.restore(state["epoch"], state["batch_in_epoch"], mine.get("data"))
         self._train_window.load_state_dict(mine.get("window", {}), self.device)
         self._last_lr = mine.get("last_lr", float("nan"))
         ckpt_io.set_rng_state(mine["rng"])
         self.last_checkpoint = path
-        self.metrics_log.truncate(self.step)  # lines the interrupted run wrote after this checkpoint
-        logger.info(
-            "resumed from %s at step %d (epoch %d, %d tokens)", path, self.step, self.data.epoch, self.tokens
-        )
+        self.metrics_log.truncate(self.step)  # lines written after this checkpoint (interrupted or abandoned)
+        if self._bar is not None and self._bar.unit == "step":
+            self._bar.n = self.step
+        return state
 
     def _result(self, stop_reason: str) -> TrainResult:
         best_path = None
