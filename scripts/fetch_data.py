@@ -64,7 +64,9 @@ class Withdrawn(RuntimeError):
     """The pinned file is no longer in the registry's index."""
 
 
-UNAVAILABLE = "UNAVAILABLE"  # data/<name>/UNAVAILABLE: why a set could not be fetched (read by tests/conftest.py)
+UNAVAILABLE = (
+    "UNAVAILABLE"  # data/<name>/UNAVAILABLE: why a set could not be fetched (read by tests/conftest.py)
+)
 
 
 # ------------------------------------------------------------------------------------------- conversions
@@ -268,7 +270,9 @@ def _find_url(src: Source) -> str:
         url = chunk.split('"', 1)[0]
         if url.split("#", 1)[0].rsplit("/", 1)[-1] == src.filename:
             return url.split("#", 1)[0]
-    raise Withdrawn(f"{src.filename} is no longer in the registry's index of {src.package} ({INDEX}/{src.package}/)")
+    raise Withdrawn(
+        f"{src.filename} is no longer in the registry's index of {src.package} ({INDEX}/{src.package}/)"
+    )
 
 
 def _download(src: Source) -> Path:

@@ -49,8 +49,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   ``max_bad_steps`` in a row the current (last good) state is saved and `TrainingDiverged` is raised (if an
   earlier update left NaN / inf weights, nothing is written and the error names the last good checkpoint).
   With fp16 a gradient overflow only lowers the loss scale (as `torch.amp.GradScaler` intends).
-* ``config.spike_rollback``: on a loss spike or a non-finite step, back to the last good checkpoint, skipping
-  the batches read since (PaLM's remedy; `albert.train.rollback`).
+* ``config.spike_rollback``: a spike or non-finite step goes back to the last good checkpoint (`.rollback`).
 * SIGINT / SIGTERM: the current step finishes, a checkpoint is written, ``fit`` returns with
   ``stop_reason`` ``"signal"`` (a second Ctrl-C interrupts at once). ``max_time_s`` does the same on a
   wall-clock budget (``"time_limit"``); an `albert.optim.schedules.ElapsedTimeLR` lays the lr over it.
@@ -168,6 +167,8 @@ class Trainer:
         self.model = model
         self.optimizer = optimizer
         self.scheduler = scheduler
+        # what the lr is laid over, and the progress bar counts: "time" (`ElapsedTimeLR`) or "steps"
+        self._by = "time" if isinstance(scheduler, ElapsedTimeLR) else "steps"
         self.run_dir = Path(run_dir) if run_dir is not None else None
         self.eval_fn = eval_fn
         self.metrics_fn = metrics_fn
@@ -477,11 +478,6 @@ class Trainer:
         return record
 
     # ------------------------------------------------------------------------------------------ signals
-    @property
-    def _by(self) -> str:
-        """What the lr is laid over, and the progress bar counts: ``"time"`` (`ElapsedTimeLR`) or ``"steps"``."""
-        return "time" if isinstance(self.scheduler, ElapsedTimeLR) else "steps"
-
     def _request_stop(self, signum: int) -> None:
         self._stop_signal = signum
 
