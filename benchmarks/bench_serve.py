@@ -9,7 +9,9 @@ real sentences of realistic token counts; each request carries one sentence from
 (data/polarity; a fixed list of sentences when it is absent). Each client sends its next request as
 soon as the previous one is answered, for ``--seconds`` per level after a short warm-up. The server is a
 separate process (`python -m albert serve`), started once per backend; the ONNX file is exported
-before the server starts. Also shown: inputs per model call (micro-batching at work).
+before the server starts. The clients are plain asyncio streams in this process (httpx cost ~3 ms of CPU
+per request, enough to starve a server on the same 2 cores: 2.3 inputs per model call at 32 clients).
+Also shown: inputs per model call (micro-batching at work), from the server's /health counters.
 
     python benchmarks/bench_serve.py                                # albert-base, torch and onnx, 10 s per level
     python benchmarks/bench_serve.py --backends onnx --int8 --clients 1 32 --seconds 5
