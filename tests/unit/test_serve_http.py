@@ -129,7 +129,7 @@ def test_200_concurrent_requests_all_answered_in_order(server: Server, expected:
     async def load() -> list[Any]:
         limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
         async with httpx.AsyncClient(base_url=server.url, timeout=120.0, limits=limits) as client:
-            before = (await client.get("/health")).json()["batches"]
+            before = (await client.get("/health")).json()
             responses = await asyncio.gather(*(client.post("/predict", json={"texts": t}) for t in requests))
             after = (await client.get("/health")).json()
             return [responses, after, before]
@@ -139,8 +139,9 @@ def test_200_concurrent_requests_all_answered_in_order(server: Server, expected:
     for response, texts in zip(responses, requests):
         _same_rows(response.json()["predictions"], texts, expected)
     assert health["pending"] == 0
-    # concurrent requests shared model calls
-    assert 0 < health["batches"] - before < len(requests)
+    # concurrent requests shared model calls, and /health counts their inputs
+    assert 0 < health["batches"] - before["batches"] < len(requests)
+    assert health["inputs"] - before["inputs"] == sum(len(t) for t in requests)
 
 
 def test_limits_and_bad_requests_get_4xx_saying_why(server: Server) -> None:

@@ -147,7 +147,10 @@ class OnnxFileError(ValueError):
 
 def load_session(path: str | Path, threads: int | None = None) -> Any:
     """An ONNX Runtime CPU session (all graph optimizations); ``threads``: intra-op threads (None: ORT's
-    default, one per physical core)."""
+    default, one per physical core). Its threads sleep between operators instead of spinning (ORT's
+    ``session.intra_op.allow_spinning``): spinning threads took the CPU that `albert serve`'s event loop
+    needed between batches, and on 2 shared cores (benchmarks/bench_serve.py's model, albert-small) they
+    cost ~1.6x the CPU per sentence offline at the same sentences/s."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -156,6 +159,7 @@ def load_session(path: str | Path, threads: int | None = None) -> Any:
         options.intra_op_num_threads = int(threads)
         options.inter_op_num_threads = 1
     options.log_severity_level = 3  # errors only
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as e:  # noqa: BLE001 - ORT's errors (InvalidProtobuf, Fail, ...) derive from Exception only

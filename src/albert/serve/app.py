@@ -7,8 +7,9 @@ Endpoints:
   (JSON objects as `albert predict` reads them, e.g. multiple choice ``{"context", "question",
   "options"}``) -> ``{"predictions": [row, ...]}``, one row per input in the request's order (the rows
   of `albert predict`);
-* ``GET /health`` (``{"status": "ok", "pending": inputs in flight}``), ``GET /info`` (model, task,
-  labels, sequence length, backend, batching, limits), ``GET /docs`` (OpenAPI).
+* ``GET /health`` (``{"status": "ok", "pending": inputs in flight, "batches": model calls so far,
+  "inputs": their inputs}``), ``GET /info`` (model, task, labels, sequence length, backend, batching,
+  limits), ``GET /docs`` (OpenAPI).
 
 Inputs of concurrent requests are batched together (`albert.serve.batcher.MicroBatcher`: up to
 ``max_batch`` inputs, waiting at most ``max_wait_ms`` for them); the model runs in a worker thread.
@@ -206,8 +207,13 @@ def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Liveness, and how many inputs are in flight."""
-        return {"status": "ok", "pending": batcher.pending, "batches": batcher.batches}
+        """Liveness, how many inputs are in flight, and the model calls (batches) and their inputs so far."""
+        return {
+            "status": "ok",
+            "pending": batcher.pending,
+            "batches": batcher.batches,
+            "inputs": batcher.inputs,
+        }
 
     @app.get("/info")
     async def info() -> dict[str, Any]:

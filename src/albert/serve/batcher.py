@@ -4,6 +4,9 @@ Each request puts its inputs in one queue and awaits a future per input. One wor
 queue's inputs in arrival order: as soon as there is one, it waits up to ``max_wait_s`` for more, stops
 early at ``max_batch``, and runs the batch function in a worker thread (the event loop keeps accepting
 requests meanwhile). A request's inputs may span several batches; its results come back in its order.
+Also after a batch: the requests it answered come back within that wait and join the next batch (taking
+the queue at once instead halved the batches at 32 clients in benchmarks/bench_serve.py: the answered
+clients formed a batch of their own).
 
 A batch whose function raises is retried input by input, so one bad input fails only its own request.
 `MicroBatcher.close` stops taking new inputs and finishes every queued one (graceful shutdown);
@@ -53,7 +56,9 @@ class MicroBatcher(Generic[T, R]):
         self._worker: asyncio.Task[None] | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self.batches = 0
-        """Batches run so far."""
+        """Batch function calls so far."""
+        self.inputs = 0
+        """Inputs of those calls (``inputs / batches``: the mean batch size)."""
 
     @property
     def pending(self) -> int:
@@ -111,23 +116,13 @@ class MicroBatcher(Generic[T, R]):
         self._executor.shutdown(wait=True)
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
             while not self._queue:
                 if self._closing:
                     return
                 self._arrived.clear()
                 await self._arrived.wait()
-            deadline = loop.time() + self.max_wait_s
-            while len(self._queue) < self.max_batch and not self._closing:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    break
-                self._arrived.clear()
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
+            await self._gather()
             batch: list[tuple[T, asyncio.Future[R]]] = []
             while self._queue and len(batch) < self.max_batch:
                 item = self._queue.popleft()
@@ -138,9 +133,24 @@ class MicroBatcher(Generic[T, R]):
             if batch:
                 await self._process(batch)
 
+    async def _gather(self) -> None:
+        """Wait up to ``max_wait_s`` for the queue to fill to ``max_batch`` (or for `close`)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.max_wait_s
+        while len(self._queue) < self.max_batch and not self._closing:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return
+            self._arrived.clear()
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
+
     async def _process(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         loop = asyncio.get_running_loop()
         self.batches += 1
+        self.inputs += len(batch)
         try:
             results = list(await loop.run_in_executor(self._executor, self.fn, [item for item, _ in batch]))
             if len(results) != len(batch):
