@@ -66,7 +66,11 @@ def field_types(cls: type) -> dict[str, Any]:
 
 
 def parse_value(text: str) -> Any:
-    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text."""
+    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text.
+
+    ``none`` stays the word "none" (``sharing=none`` is a value, as in YAML, where only ``null`` / ``~`` / empty
+    are null); `coerce` reads it as null for an optional field that is not a string.
+    """
     text = text.strip()
     try:
         return json.loads(text)
@@ -77,7 +81,7 @@ def parse_value(text: str) -> Any:
         return True
     if low in ("false", "no", "off"):
         return False
-    if low in ("null", "none", "~", ""):
+    if low in ("null", "~", ""):
         return None
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
@@ -106,6 +110,9 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         FieldError: naming ``where`` (e.g. ``"--optim.lr"`` or ``"run.yaml: optim.lr"``).
     """
     base, optional = split_optional(tp)
+    if optional and isinstance(value, str) and value.strip().lower() == "none" and base is not str:
+        if get_origin(base) is not Literal or "none" not in get_args(base):
+            value = None  # Python's spelling of null, for `--run.max-steps none`
     if value is None:
         if optional:
             return None

@@ -200,6 +200,25 @@ def test_set_is_repeatable_in_pretrain_and_params(capsys) -> None:
     assert "lr: 0.5" in out and "seed: 3" in out and "log_every: 4" in out
 
 
+def test_none_is_a_value_where_the_field_takes_the_word(capsys) -> None:
+    """``sharing=none`` is the paper's not-shared setting (it was read as null and refused); ``none`` still means
+    null for an optional number, and a file's ``sharing: none`` reads the same as the flag."""
+    from albert._fields import coerce
+    from albert.cli.main import main
+    from albert.train.settings import parse_yaml_subset
+
+    assert main(["params", "--preset", "albert-small", "--set", "sharing=none"]) == 0
+    shared = capsys.readouterr().out
+    assert main(["params", "--preset", "albert-small"]) == 0
+    assert float(shared.split(":")[1].rstrip("M\n")) > float(capsys.readouterr().out.split(":")[1].rstrip("M\n"))
+    assert main(["pretrain", "--recipe", "smoke", "--set", 'model.overrides={"sharing": "none"}',
+                 "--set", "run.max_steps=none", "--print-config"]) == 0  # fmt: skip
+    assert '"sharing": "none"' in capsys.readouterr().out
+    assert parse_yaml_subset("model:\n  sharing: none\n", "x.yaml") == {"model": {"sharing": "none"}}
+    assert coerce("none", int | None, "run.max_steps") is None
+    assert coerce("none", str, "model.sharing") == "none"
+
+
 def test_serve_errors_go_through_main(capsys, tmp_path) -> None:
     from albert.cli.main import main
 
