@@ -110,9 +110,9 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
         FieldError: naming ``where`` (e.g. ``"--optim.lr"`` or ``"run.yaml: optim.lr"``).
     """
     base, optional = split_optional(tp)
-    if optional and isinstance(value, str) and value.strip().lower() == "none" and base is not str:
-        if get_origin(base) is not Literal or "none" not in get_args(base):
-            value = None  # Python's spelling of null, for `--run.max-steps none`
+    takes_the_word = base is str or (get_origin(base) is Literal and "none" in get_args(base))
+    if optional and isinstance(value, str) and value.strip().lower() == "none" and not takes_the_word:
+        value = None  # Python's spelling of null, for `--run.max-steps none`
     if value is None:
         if optional:
             return None

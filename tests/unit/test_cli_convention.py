@@ -210,7 +210,9 @@ def test_none_is_a_value_where_the_field_takes_the_word(capsys) -> None:
     assert main(["params", "--preset", "albert-small", "--set", "sharing=none"]) == 0
     shared = capsys.readouterr().out
     assert main(["params", "--preset", "albert-small"]) == 0
-    assert float(shared.split(":")[1].rstrip("M\n")) > float(capsys.readouterr().out.split(":")[1].rstrip("M\n"))
+    assert float(shared.split(":")[1].rstrip("M\n")) > float(
+        capsys.readouterr().out.split(":")[1].rstrip("M\n")
+    )
     assert main(["pretrain", "--recipe", "smoke", "--set", 'model.overrides={"sharing": "none"}',
                  "--set", "run.max_steps=none", "--print-config"]) == 0  # fmt: skip
     assert '"sharing": "none"' in capsys.readouterr().out
