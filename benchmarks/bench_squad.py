@@ -126,6 +126,7 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
         total_steps=steps,
         warmup_steps=int(0.1 * steps),
         config=TrainerConfig(
+            precision="fp32",
             max_steps=steps,
             device=args.device,
             eval_at_end=False,

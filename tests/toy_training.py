@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             yield b
 
     cfg = TrainerConfig(
+        precision="fp32",
         max_steps=args.steps,
         grad_accum_steps=args.accum,
         log_every=1,

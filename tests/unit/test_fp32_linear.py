@@ -149,7 +149,7 @@ def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() 
 
     assert ("auto", *fl.FP32_LINEAR_BACKENDS) == FP32_LINEARS
     with pytest.raises(ValueError, match="TrainerConfig.fp32_linear: must be one of"):
-        TrainerConfig(max_steps=1, fp32_linear="mkl")
+        TrainerConfig(precision="fp32", max_steps=1, fp32_linear="mkl")
     cfg = apply_dict(recipe("smoke"), {"run": {"fp32_linear": "mkl"}}, "test")
     with pytest.raises(ConfigError, match="run.fp32_linear: must be one of auto, torch, onednn"):
         cfg.validate()
@@ -161,7 +161,9 @@ def test_trainer_uses_the_configured_backend(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(fl, "_chosen", {"auto": "onednn"})
     model = nn.Linear(4, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    fixed = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu", fp32_linear="torch"))
-    auto = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu"))
+    fixed = Trainer(
+        model, opt, None, TrainerConfig(precision="fp32", max_steps=1, device="cpu", fp32_linear="torch")
+    )
+    auto = Trainer(model, opt, None, TrainerConfig(precision="fp32", max_steps=1, device="cpu"))
     bf16 = Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu", precision="bf16"))
     assert (fixed.fp32_linear, auto.fp32_linear, bf16.fp32_linear) == ("torch", "onednn", "torch")

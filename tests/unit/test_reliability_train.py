@@ -29,7 +29,9 @@ def make(steps: int = 4, optimizer: str = "lamb", **cfg):
     model = Toy(dropout=0.1)
     opt = build_optimizer(model, optimizer, lr=0.05)
     sched = build_scheduler(opt, total_steps=steps)
-    config = TrainerConfig(max_steps=steps, progress_bar=False, tensorboard=False, **cfg)
+    config = TrainerConfig(
+        max_steps=steps, progress_bar=False, tensorboard=False, **{"precision": "fp32", **cfg}
+    )
     return model, opt, sched, config
 
 
@@ -218,7 +220,9 @@ def test_after_the_weights_turn_non_finite_the_last_good_checkpoint_is_good(tmp_
     # The third update has an infinite rate (what --optim.lr inf did before it was refused): its loss and
     # gradient are finite, the weights after it are not, and every later loss is NaN.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: math.inf if step >= 2 else 1.0)
-    cfg = TrainerConfig(max_steps=20, save_every=2, max_bad_steps=2, progress_bar=False, tensorboard=False)
+    cfg = TrainerConfig(
+        precision="fp32", max_steps=20, save_every=2, max_bad_steps=2, progress_bar=False, tensorboard=False
+    )
     with pytest.raises(
         TrainingDiverged, match=r"no checkpoint was written; the last good one is \S*step-00000002"
     ):
@@ -293,7 +297,7 @@ def test_resume_refuses_a_checkpoint_of_more_ranks(tmp_path):
 
 @pytest.mark.parametrize("optimizer", ["adamw", "adamw_original", "lamb"])
 def test_for_finetuning_passes_the_epsilon_to_the_optimizer(optimizer):
-    cfg = TrainerConfig(max_steps=2, progress_bar=False, tensorboard=False)
+    cfg = TrainerConfig(precision="fp32", max_steps=2, progress_bar=False, tensorboard=False)
     optim = OptimSettings(name=optimizer, lr=1e-3, eps=1e-8)
     trainer = Trainer.for_finetuning(Toy(), optim=optim, total_steps=2, config=cfg)
     assert [g["eps"] for g in trainer.optimizer.param_groups] == [1e-8, 1e-8]

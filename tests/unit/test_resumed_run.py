@@ -18,7 +18,7 @@ CPU = torch.device("cpu")
 def test_auto_keeps_the_checkpoints_library(caplog: pytest.LogCaptureFixture) -> None:
     if not onednn_available():
         pytest.skip("this torch has no oneDNN")
-    cfg = TrainerConfig(max_steps=1, fp32_linear="auto")
+    cfg = TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto")
     with caplog.at_level(logging.INFO, logger="albert.train.parallelize"):
         assert resumed_run({"fp32_linear": "onednn"}, "step-5", cfg, "torch", CPU, None) == "onednn"
     assert "as the checkpoint step-5 ran on (auto measured torch)" in caplog.text
@@ -30,24 +30,34 @@ def test_auto_keeps_the_checkpoints_library(caplog: pytest.LogCaptureFixture) ->
     [
         (
             {"fp32_linear": "onednn"},
-            TrainerConfig(max_steps=1, fp32_linear="torch"),
+            TrainerConfig(precision="fp32", max_steps=1, fp32_linear="torch"),
             None,
             "asked for by name: kept",
         ),
         (
             {"fp32_linear": "onednn"},
-            TrainerConfig(max_steps=1, fp32_linear="auto"),
+            TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto"),
             torch.bfloat16,
             "bf16: no fp32 linear",
         ),
         (
             {"fp32_linear": "onednn"},
-            TrainerConfig(max_steps=1, fp32_linear="auto", compile=True),
+            TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto", compile=True),
             None,
             "compile traces it",
         ),
-        ({}, TrainerConfig(max_steps=1, fp32_linear="auto"), None, "a checkpoint of before the field"),
-        ({"fp32_linear": "mkl"}, TrainerConfig(max_steps=1, fp32_linear="auto"), None, "an unknown name"),
+        (
+            {},
+            TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto"),
+            None,
+            "a checkpoint of before the field",
+        ),
+        (
+            {"fp32_linear": "mkl"},
+            TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto"),
+            None,
+            "an unknown name",
+        ),
     ],
 )
 def test_the_current_choice_stays(
@@ -58,5 +68,12 @@ def test_the_current_choice_stays(
 
 def test_another_grad_accum_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="albert.train.parallelize"):
-        resumed_run({"grad_accum_steps": 2}, "step-5", TrainerConfig(max_steps=1), "torch", CPU, None)
+        resumed_run(
+            {"grad_accum_steps": 2},
+            "step-5",
+            TrainerConfig(precision="fp32", max_steps=1),
+            "torch",
+            CPU,
+            None,
+        )
     assert "grad_accum_steps=2, now 1: the data order will differ" in caplog.text

@@ -55,6 +55,40 @@ def test_each_setting_is_declared_once() -> None:
             assert issubclass(sections[name], shared)
 
 
+def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
+    """`TrainerConfig` (the loop built in code) repeats no default of the run / optim sections -- it had
+    precision "fp32" where both commands have "auto", and its own keep_last and eval/save cadences -- and
+    `TrainerConfig.from_settings`, which both workflows use, copies every shared field."""
+    from albert.train.config import TrainerConfig
+
+    run, optim = settings.RunSettings(), settings.OptimSettings()
+    shared = [
+        f.name for f in dataclasses.fields(TrainerConfig) if hasattr(run, f.name) and f.name != "max_steps"
+    ]
+    assert {"precision", "fp32_linear", "device", "log_every", "eval_every", "save_every", "keep_last",
+            "max_bad_steps", "spike_rollback", "progress_bar"} <= set(shared)  # fmt: skip
+    loop = TrainerConfig(max_steps=1)
+    assert {name: getattr(loop, name) for name in shared} == {name: getattr(run, name) for name in shared}
+    assert loop.max_grad_norm == optim.max_grad_norm and loop.precision == "auto"
+
+    changed = {"precision": "fp32", "fp32_linear": "torch", "device": "cpu", "compile": True, "log_every": 3,
+               "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
+               "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress_bar": False,
+               "activation_checkpointing": True}  # fmt: skip
+    assert set(changed) == set(shared)  # a new shared field must be added here
+    for name, value in changed.items():
+        assert getattr(run, name) != value, name  # each one really changes
+    cfg = TrainerConfig.from_settings(
+        settings.RunSettings(max_time_minutes=2.0, **changed),
+        settings.OptimSettings(max_grad_norm=0.5),
+        max_steps=9,
+    )
+    assert {name: getattr(cfg, name) for name in shared} == changed
+    assert (cfg.max_steps, cfg.max_grad_norm, cfg.max_time_s) == (9, 0.5, 120.0)
+    with pytest.raises(ConfigError, match="TrainerConfig.precision"):
+        TrainerConfig(max_steps=1, precision="fp64")
+
+
 def test_fine_tuning_overrides_values_and_declares_no_shared_field() -> None:
     cfg = finetune_settings.FinetuneConfig()
     assert {f.name for f in dataclasses.fields(cfg)} == set(finetune_settings.SECTIONS)  # sections only
@@ -155,6 +189,6 @@ def test_one_builder_makes_both_workflows_optimizers(monkeypatch) -> None:
     ft = finetune_settings.FinetuneConfig(train_steps=7, warmup_steps=2)
     Trainer.for_finetuning(
         model, optim=ft.optim, schedule=ft.schedule, total_steps=7, warmup_steps=2,
-        config=TrainerConfig(max_steps=7, device="cpu"),
+        config=TrainerConfig(precision="fp32", max_steps=7, device="cpu"),
     )  # fmt: skip
     assert calls == [("lamb", "steps", 20, 2), ("adamw_original", "steps", 7, 2)]

@@ -36,7 +36,13 @@ def _trainer(run_dir, steps: int, **cfg) -> Trainer:
     model = Toy(dropout=0.1)  # dropout: the RNG state is part of what a rollback restores
     opt = build_optimizer(model, "lamb", lr=0.02)
     sched = build_scheduler(opt, total_steps=steps, warmup_steps=0)
-    config = TrainerConfig(max_steps=steps, fp32_linear="torch", progress_bar=False, tensorboard=False, **cfg)
+    config = TrainerConfig(
+        max_steps=steps,
+        fp32_linear="torch",
+        progress_bar=False,
+        tensorboard=False,
+        **{"precision": "fp32", **cfg},
+    )
     return Trainer(model, opt, sched, config, run_dir=run_dir)
 
 
@@ -156,9 +162,9 @@ def test_the_trainer_refuses_a_rollback_it_cannot_do(tmp_path):
     with pytest.raises(ConfigError, match="spike_rollback: needs a run_dir"):
         _trainer(None, 4, save_every=2, spike_rollback=True)
     with pytest.raises(ConfigError, match="spike_rollback: needs checkpoints to go back to"):
-        _trainer(tmp_path, 4, spike_rollback=True)
+        _trainer(tmp_path, 4, spike_rollback=True, save_every=None)
     with pytest.raises(ConfigError, match="spike_skip_batches"):
-        TrainerConfig(max_steps=4, spike_skip_batches=-1)
+        TrainerConfig(precision="fp32", max_steps=4, spike_skip_batches=-1)
 
 
 @pytest.mark.parametrize("make", [PretrainConfig, FinetuneConfig])

@@ -97,7 +97,13 @@ def run(monkeypatch, run_dir, *, max_steps: int, start: float, resume: bool = Fa
     opt = build_optimizer(model, "adamw", lr=LR)
     sched = build_time_scheduler(opt, budget_s=BUDGET_S, warmup_s=WARMUP_S)
     cfg = TrainerConfig(
-        max_steps=max_steps, max_time_s=BUDGET_S, log_every=1, save_every=5, keep_last=5, progress_bar=False
+        precision="fp32",
+        max_steps=max_steps,
+        max_time_s=BUDGET_S,
+        log_every=1,
+        save_every=5,
+        keep_last=5,
+        progress_bar=False,
     )
     stream = TimedStream(clock)
     trainer = Trainer(model, opt, sched, cfg, run_dir=run_dir, data_state=stream)

@@ -24,7 +24,7 @@ def make(tmp_path=None, *, steps=10, lr=0.05, optimizer="lamb", dropout=0.0, war
     sched = build_scheduler(opt, total_steps=steps, warmup_steps=warmup)
     cfg.setdefault("progress_bar", False)
     cfg.setdefault("log_every", 1)
-    config = TrainerConfig(max_steps=steps, **cfg)
+    config = TrainerConfig(max_steps=steps, **{"precision": "fp32", **cfg})
     return model, opt, sched, config
 
 
@@ -94,7 +94,7 @@ def test_global_norm_clipping_bounds_the_gradient(tmp_path):
     model = Toy()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-    cfg = TrainerConfig(max_steps=1, max_grad_norm=1.0, progress_bar=False, log_every=1)
+    cfg = TrainerConfig(precision="fp32", max_steps=1, max_grad_norm=1.0, progress_bar=False, log_every=1)
     big = [{"x": torch.randn(8, 4) * 100, "y": torch.randn(8) * 100}]
     Trainer(model, opt, None, cfg, run_dir=tmp_path).fit(big)
     after = torch.cat([p.detach().flatten() for p in model.parameters()])
@@ -339,7 +339,7 @@ def test_the_bar_counts_what_the_schedule_is_laid_over():
             optim=OptimSettings(name="adamw", lr=1e-3),
             total_steps=6400,
             schedule=ScheduleSettings(by=by),
-            config=TrainerConfig(max_steps=6400, max_time_s=60000.0, progress_bar=False),
+            config=TrainerConfig(precision="fp32", max_steps=6400, max_time_s=60000.0, progress_bar=False),
         )
         assert trainer._by == by
 
@@ -363,7 +363,7 @@ def test_fp16_uses_loss_scaling(tmp_path):
 def test_for_finetuning_builds_adamw_with_warmup_and_linear_decay(tmp_path):
     torch.manual_seed(0)
     model = Toy()
-    cfg = TrainerConfig(max_steps=4, progress_bar=False, log_every=1)
+    cfg = TrainerConfig(precision="fp32", max_steps=4, progress_bar=False, log_every=1)
     optim = OptimSettings(name="adamw", lr=1e-3)
     trainer = Trainer.for_finetuning(
         model, optim=optim, total_steps=4, warmup_steps=1, config=cfg, run_dir=tmp_path
@@ -383,7 +383,7 @@ def test_forward_without_loss_is_a_clear_error():
             return {"logits": x * self.w}
 
     model = NoLoss()
-    cfg = TrainerConfig(max_steps=1, progress_bar=False)
+    cfg = TrainerConfig(precision="fp32", max_steps=1, progress_bar=False)
     with pytest.raises(TypeError, match="must return a dict with 'loss'"):
         Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), None, cfg).fit(Stream())
 

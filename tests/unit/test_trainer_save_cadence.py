@@ -21,7 +21,9 @@ def run(monkeypatch, run_dir, *, max_steps: int, save_every_s: float | None, res
     torch.manual_seed(0)
     model = Toy()
     opt = build_optimizer(model, "adamw", lr=0.01)
-    config = TrainerConfig(max_steps=max_steps, keep_last=100, progress_bar=False, **cfg)
+    config = TrainerConfig(
+        max_steps=max_steps, keep_last=100, progress_bar=False, **{"precision": "fp32", **cfg}
+    )
     stream = TimedStream(clock)  # type: ignore[arg-type]
     trainer = Trainer(model, opt, None, config, run_dir=run_dir, data_state=stream, save_every_s=save_every_s)
     trainer.fit(stream, resume=resume)
@@ -59,6 +61,6 @@ def test_save_every_s_must_be_positive_and_finite(bad):
             model,
             build_optimizer(model, "adamw", lr=0.01),
             None,
-            TrainerConfig(max_steps=1),
+            TrainerConfig(precision="fp32", max_steps=1),
             save_every_s=bad,
         )

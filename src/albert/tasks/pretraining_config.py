@@ -211,25 +211,13 @@ class PretrainConfig:
         r = self.run
         total = self.schedule.total_steps
         assert total is not None and r.log_every is not None  # validate() refuses null
-        return TrainerConfig(
+        return TrainerConfig.from_settings(
+            r,
+            self.optim,
             max_steps=r.max_steps if r.max_steps is not None else total,
             grad_accum_steps=grad_accum_steps,
-            max_grad_norm=self.optim.max_grad_norm,
-            precision=r.precision,
-            fp32_linear=r.fp32_linear,
             device=device,
-            compile=r.compile,
-            activation_checkpointing=r.activation_checkpointing,
-            log_every=r.log_every,
             eval_every=r.eval_every if evaluate else None,
-            save_every=r.save_every,
-            keep_last=r.keep_last,
-            max_bad_steps=r.max_bad_steps,
-            spike_rollback=r.spike_rollback,
-            spike_skip_batches=r.spike_skip_batches,
-            spike_max_rollbacks=r.spike_max_rollbacks,
-            max_time_s=r.max_time_minutes * 60 if r.max_time_minutes else None,
-            progress_bar=r.progress_bar,
         )
 
 
