@@ -22,6 +22,7 @@ stayed at 0.693. This script asks the prior question: can this encoder learn sen
     python scripts/sop_supervised.py --steps 8 --lrs 1e-4 --seeds 1 --train-limit 256 --out runs/sop_sup_smoke
     python scripts/sop_supervised.py --steps 450 --lrs 1e-5 3e-5 1e-4 --seeds 1      # the lr sweep
     python scripts/sop_supervised.py --steps 450 --lrs 3e-5 --seeds 1 2 3            # seeds at the best lr
+    python scripts/sop_supervised.py --task pola --steps 150 --lrs 1e-4 --seeds 1    # pair-encoding control
 
 Rerunning skips finished runs.
 """
@@ -41,13 +42,38 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from demo import MINILM, REPO, albert, standard_error  # noqa: E402
+from demo import MINILM, POLARITY, REPO, albert, standard_error  # noqa: E402
 from sop_vs_nsp import LR, STUDY_SETTINGS, write_corpus  # noqa: E402
 
 log = logging.getLogger("sop_supervised")
 # FLAG_LABEL unset / set (the pretraining head's class ids 0 / 1), per --task; nsp is the positive control:
 # the same pipeline on pairs whose label is a topic shift (B from another document half of the time)
 TASK_LABELS = {"sop": ("in_order", "swapped"), "nsp": ("next", "random")}
+# the pair-encoding control: two polarity sentences, labelled with the polarity of segment A (pola) or of
+# segment B (polb); a pair task whose signal sits in one segment, so both must reach the classifier
+TASK_LABELS.update({"pola": ("neg", "pos"), "polb": ("neg", "pos")})
+
+
+def polarity_pairs(work: Path, task: str) -> tuple[dict[str, Path], dict[str, dict[str, int]]]:
+    """The 4,000 Pang & Lee sentences shuffled (seed 0) and paired: 1,600 training pairs from the first
+    3,200, 400 dev pairs from the rest; label the polarity (file label 1 / -1) of A (``pola``) or B
+    (``polb``). Returns the two csv paths and, per split, rows and the count of the second label."""
+    import random
+
+    with POLARITY.open(encoding="utf-8-sig", newline="") as f:
+        rows = [(int(y), text.strip()) for y, text in csv.reader(f)]
+    random.Random(0).shuffle(rows)
+    side = 0 if task == "pola" else 1
+    csvs, stats = {}, {}
+    for split, part in (("train", rows[:3200]), ("dev", rows[3200:])):
+        pairs = [(part[i], part[i + 1]) for i in range(0, len(part) - 1, 2)]
+        csvs[split] = work / f"{task}_{split}.csv"
+        with csvs[split].open("w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["a", "b", "label"])
+            w.writerows([a[1], b[1], TASK_LABELS[task][(a, b)[side][0] == 1]] for a, b in pairs)
+        stats[split] = {"rows": len(pairs), "swapped": sum((a, b)[side][0] == 1 for a, b in pairs)}
+    return csvs, stats
 
 
 def prepare_task(work: Path, task: str = "sop") -> dict[str, Path]:
@@ -218,7 +244,12 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=450, help="optimizer steps of batch 32 per run")
     ap.add_argument("--lrs", nargs="+", default=["1e-5", "3e-5", "1e-4"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[1])
-    ap.add_argument("--task", choices=tuple(TASK_LABELS), default="sop", help="nsp: the positive control")
+    ap.add_argument(
+        "--task",
+        choices=tuple(TASK_LABELS),
+        default="sop",
+        help="nsp: the positive control; pola / polb: the pair-encoding control (polarity of A / of B)",
+    )
     ap.add_argument("--train-limit", type=int, default=None, help="first N training pairs (smoke)")
     ap.add_argument(
         "--pretrain", nargs="*", default=[], metavar="NAME[:KEY=VALUE,...]",
@@ -245,15 +276,21 @@ def main() -> int:
     if args.plot:
         plot(work, args.plot)
         return 0
-    dirs = prepare_task(work, args.task)
-    csvs = {"train": work / f"{args.task}_train.csv", "dev": work / f"{args.task}_dev.csv"}
-    from albert.tokenizer import load_tokenizer
+    if args.task in ("pola", "polb"):
+        if args.pretrain:
+            ap.error(f"--pretrain takes --task sop or nsp, not {args.task}")
+        work.mkdir(parents=True, exist_ok=True)
+        csvs, stats = polarity_pairs(work, args.task)
+    else:
+        dirs = prepare_task(work, args.task)
+        csvs = {"train": work / f"{args.task}_train.csv", "dev": work / f"{args.task}_dev.csv"}
+        from albert.tokenizer import load_tokenizer
 
-    tok = load_tokenizer(MINILM)
-    stats = {
-        name: shards_to_csv(dirs[split], csvs[name], tok, args.task)
-        for name, split in (("train", "train"), ("dev", "heldout"))
-    }
+        tok = load_tokenizer(MINILM)
+        stats = {
+            name: shards_to_csv(dirs[split], csvs[name], tok, args.task)
+            for name, split in (("train", "train"), ("dev", "heldout"))
+        }
     log.info("pairs: %s", stats)
     if args.pretrain:
         pre = {v.partition(":")[0]: pretrain_variant(work, dirs["train"], v, args) for v in args.pretrain}
@@ -273,7 +310,8 @@ def main() -> int:
     table = summarize(results, n_dev)
     print("\n".join(table))
     print(
-        f"dev: {n_dev} pairs ({stats['dev']['swapped'] / n_dev:.1%} swapped); train: {stats['train']['rows']} pairs"
+        f"dev: {n_dev} pairs ({stats['dev']['swapped'] / n_dev:.1%} {TASK_LABELS[args.task][1]}); "
+        f"train: {stats['train']['rows']} pairs"
     )
     print("\n".join(c.replace(f"{REPO}/", "") for c in COMMANDS))
     summary = {f"lr{lr}-seed{s}": {"dev": r["dev"], "last_loss": r["last_loss"], "result": r["result"]}

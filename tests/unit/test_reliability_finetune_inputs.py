@@ -258,6 +258,25 @@ def test_an_empty_dev_file_is_refused_before_training(
     assert not (tmp_path / "r").exists()
 
 
+def test_a_training_file_of_one_class_is_refused_naming_the_label(
+    init_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Built wrongly, a pair CSV once had 'pos' on every row: fine-tuning reported dev accuracy 1.0, exit 0."""
+    train = _csv(tmp_path / "train.csv", [(t, "pos") for t, _ in ROWS])
+    argv = [*_argv(init_dir, train, tmp_path / "r"), "--labels", "neg,pos"]
+    assert main(argv) == 1
+    assert _err(capsys) == (
+        f"albert finetune: error: {train}: all 6 train examples have the label 'pos', one of the task's 2 "
+        "(neg, pos); a classifier cannot learn from one class: check the label column"
+    )
+    assert not (tmp_path / "r").exists()
+    # --train-limit that keeps one class is refused too; the same file's first rows with both classes train
+    mixed = _csv(tmp_path / "mixed.csv", [ROWS[0], ROWS[2], *ROWS])
+    assert main([*_argv(init_dir, mixed, tmp_path / "r2"), "--train-limit", "2"]) == 1
+    assert "all 2 train examples have the label 'pos'" in _err(capsys)
+    assert main([*_argv(init_dir, mixed, tmp_path / "r3"), "--train-limit", "4"]) == 0
+
+
 def test_evaluate_on_an_empty_dev_file_is_an_error(
     run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

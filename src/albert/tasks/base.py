@@ -554,6 +554,28 @@ def require_examples(task: Task, split: str, examples: list[Example]) -> list[Ex
     return examples
 
 
+def require_label_variety(task: Task, split: str, examples: list[Example]) -> list[Example]:
+    """``examples``, unless every one has the same class label while the task has several: a classifier
+    trained on one class learns a constant and reports accuracy 1.0 on a dev split of that class, a wrong
+    result with exit 0 (a pair CSV whose label column was built wrongly did exactly that). Applies to tasks
+    with a ``labels`` list and one label per example (classification); spans, tags and choices pass.
+
+    Raises:
+        TaskDataError: naming the split's source, the one label and the task's labels.
+    """
+    labels = getattr(task, "labels", None)
+    if not labels or len(labels) < 2:
+        return examples
+    seen = {ex.label for ex in examples if isinstance(ex.label, (str, int))}
+    if len(seen) == 1 and all(isinstance(ex.label, (str, int)) for ex in examples):
+        raise TaskDataError(
+            f"{task.split_source(split)}: all {len(examples)} {split} examples have the label "
+            f"{next(iter(seen))!r}, one of the task's {len(labels)} ({', '.join(map(str, labels))}); "
+            "a classifier cannot learn from one class: check the label column"
+        )
+    return examples
+
+
 def evaluate(
     task: Task,
     examples: Sequence[Example],

@@ -13,7 +13,8 @@ trainer restores the optimizer, schedule, RNG, data position, best-so-far and de
 on CPU the resumed run logs the losses of the uninterrupted one bit for bit (tests/e2e/test_finetune_resume.py).
 Resume with the command line that started the run: each checkpoint's task.json records the run's task,
 labels, hyperparameters, tokenizer and data digests (`albert.tasks.resume`), and a resume with others is
-refused naming them. An empty training or dev split is refused before training (`require_examples`).
+refused naming them. An empty training or dev split is refused before training (`require_examples`), and so
+is a classification training split whose examples all have one label (`require_label_variety`).
 
 The best checkpoint is the trainer's (``TrainerConfig.best_metric="eval_score"``, ``best_mode="max"``),
 and so are the dev predictions written as ``predictions/<split>_best.jsonl``: those of its
@@ -42,6 +43,7 @@ from albert.tasks.base import (
     evaluate,
     model_predict_fn,
     require_examples,
+    require_label_variety,
     write_jsonl,
 )
 from albert.tasks.collate import Feature, LengthGroupedBatches
@@ -259,7 +261,7 @@ def _featurize_splits(
     train_examples = task.read(task.train_split)
     if train_limit is not None:
         train_examples = train_examples[:train_limit]
-    require_examples(task, task.train_split, train_examples)
+    require_label_variety(task, task.train_split, require_examples(task, task.train_split, train_examples))
     dev_examples = {split: require_examples(task, split, task.read(split)) for split in task.dev_splits}
     train_features = task.featurize(train_examples, tokenizer, cfg.finetune.max_seq_length)
     dev_sets: DevSets = {
