@@ -566,8 +566,10 @@ def require_label_variety(task: Task, split: str, examples: list[Example]) -> li
     labels = getattr(task, "labels", None)
     if not labels or len(labels) < 2:
         return examples
-    seen = {ex.label for ex in examples if isinstance(ex.label, (str, int))}
-    if len(seen) == 1 and all(isinstance(ex.label, (str, int)) for ex in examples):
+    if not all(isinstance(ex.label, (str, int)) for ex in examples):
+        return examples  # not one class label per example
+    seen = {ex.label for ex in examples}
+    if len(seen) == 1:
         raise TaskDataError(
             f"{task.split_source(split)}: all {len(examples)} {split} examples have the label "
             f"{next(iter(seen))!r}, one of the task's {len(labels)} ({', '.join(map(str, labels))}); "
