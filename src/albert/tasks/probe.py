@@ -17,8 +17,8 @@ Features of one text (``pooling``):
 * ``pooled``: the pooler's output (tanh(W [CLS]), trained by the SOP / NSP head).
 
 The logistic regression is sklearn's formulation (``C * sum(cross-entropy) + |W|^2 / 2``, bias not
-penalized) on standardized features, solved with L-BFGS in float64 by torch, so scikit-learn is not needed
-at run time; `tests/unit/test_probe.py` checks it against scikit-learn's ``LogisticRegression``.
+penalized) on standardized features, solved with L-BFGS in float64 by torch (its gradient written out), so
+scikit-learn is not needed at run time; `tests/unit/test_probe.py` checks it against scikit-learn's ``LogisticRegression``.
 """
 
 from __future__ import annotations
@@ -158,26 +158,39 @@ def fit_logistic_regression(
     """(W (D, K), b (K,)) minimizing ``c * sum_i CE(x_i W + b, y_i) + |W|^2 / 2`` (sklearn's multinomial
     LogisticRegression with ``C=c``), by full-batch L-BFGS in float64. Convex: one answer whatever the
     start; ``start`` (the solution for a smaller C) only saves iterations."""
-    xt = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))
-    yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
+    # The gradient is written out rather than taken by autograd, and the logits are laid out (K, N): the
+    # products are then (K, D) x (D, N) and (K, N) x (N, D), which BLAS runs several times faster than the
+    # skinny (N, D) x (D, K) and its transpose. Measured on the demo's probe (256 features, 3,200 rows, one
+    # thread): 1.7 ms per evaluation instead of 6.2 with autograd on (N, K) logits; the probe's 130 fits per
+    # encoder took 113 s of the demo's minutes before.
+    x_rows = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float64))  # (N, D)
+    x_cols = x_rows.T.contiguous()  # (D, N)
+    n = len(y)
+    onehot = torch.nn.functional.one_hot(torch.from_numpy(np.asarray(y, dtype=np.int64)), num_classes)
+    onehot = onehot.T.to(torch.float64).contiguous()  # (K, N)
     w0, b0 = start if start is not None else (np.zeros((x.shape[1], num_classes)), np.zeros(num_classes))
-    w = torch.tensor(w0, dtype=torch.float64, requires_grad=True)
-    b = torch.tensor(b0, dtype=torch.float64, requires_grad=True)
+    w = torch.tensor(
+        np.ascontiguousarray(np.asarray(w0).T), dtype=torch.float64, requires_grad=True
+    )  # (K, D)
+    b = torch.tensor(b0, dtype=torch.float64, requires_grad=True)  # (K,)
     opt = torch.optim.LBFGS(
         [w, b], lr=1.0, max_iter=300, tolerance_grad=1e-7, tolerance_change=1e-10, history_size=20,
         line_search_fn="strong_wolfe",
     )  # fmt: skip
 
     def closure() -> torch.Tensor:
-        opt.zero_grad()
         # divided by N (and the penalty with it): the same minimizer, better-scaled steps for L-BFGS
-        loss = torch.nn.functional.cross_entropy(xt @ w + b, yt, reduction="mean")
-        loss = loss + (w * w).sum() / (2 * c * len(yt))
-        loss.backward()
+        with torch.no_grad():
+            z = torch.addmm(b[:, None], w, x_cols)  # (K, N) logits
+            lse = torch.logsumexp(z, 0)  # (N,)
+            loss = (lse - (z * onehot).sum(0)).mean() + (w * w).sum() / (2 * c * n)
+            g = (torch.exp(z - lse) - onehot) / n  # (K, N): d loss / d logits
+            w.grad = g @ x_rows + w / (c * n)  # (K, D)
+            b.grad = g.sum(1)  # (K,)
         return loss
 
     opt.step(closure)
-    return w.detach().numpy(), b.detach().numpy()
+    return np.ascontiguousarray(w.detach().numpy().T), b.detach().numpy()
 
 
 def _standardize(train: np.ndarray, *others: np.ndarray) -> list[np.ndarray]:
