@@ -3,8 +3,10 @@
 
 Cases (albert-base by default):
   * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
-    in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW; transformers: a plain
-    ``torch.optim.AdamW``);
+    in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW and the trainer's
+    autocast -- in fp32 on a CPU the linear layers on the library `albert.model.fp32_linear` measures
+    fastest, under bf16 on a CPU without AMX attention in fp32; transformers: a plain ``torch.optim.AdamW``
+    and ``torch.autocast``);
   * AlbertModel inference at 32x128 (fp32).
 
 First it prints the CPU's vendor and GEMM-relevant flags, its capability (torch's dispatch level and whether
@@ -105,7 +107,16 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
         train_batch = dict(batch, labels=labels, sentence_order_label=sop)
     model.to(device)
-    amp = torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")
+    if impl == "ours":  # what the trainer runs: its autocast, fp32 linear library and attention precision
+        from albert.model.fp32_linear import choose_fp32_linear
+        from albert.train.parallelize import attention_fp32, autocast
+
+        dev, dtype = torch.device(device), torch.bfloat16 if precision == "bf16" else None
+        linear = choose_fp32_linear("auto") if dtype is None and dev.type == "cpu" else "torch"
+        fp32_attention = attention_fp32(dev, dtype)
+        amp = lambda: autocast(dev, dtype, linear, fp32_attention)  # noqa: E731 (one context per use)
+    else:
+        amp = lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")  # noqa: E731
 
     if kind == "train":
         model.train()
@@ -117,7 +128,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
         def step() -> None:
-            with amp:
+            with amp():
                 out = model(**train_batch)
             out["loss"].backward()
             opt.step()
@@ -126,7 +137,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         model.eval()
 
         def step() -> None:
-            with torch.inference_mode(), amp:
+            with torch.inference_mode(), amp():
                 model(**batch)
 
     def sync() -> None:

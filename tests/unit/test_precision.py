@@ -145,3 +145,64 @@ def test_cpu_capability_names_torchs_dispatch_level(monkeypatch):
     line = prec.cpu_capability()
     assert torch.backends.cpu.get_cpu_capability() in line
     assert line.startswith("AMD EPYC, x86_64") and line.endswith("no native bf16")
+
+
+# ------------------------------------------------------------------ attention under CPU bf16 autocast (issue 24)
+def test_attention_runs_in_fp32_only_on_a_cpu_without_amx(monkeypatch, caplog):
+    from albert.train.parallelize import attention_fp32
+
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
+    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+        assert attention_fp32(torch.device("cpu"), torch.bfloat16)
+        assert attention_fp32(torch.device("cpu"), torch.bfloat16)
+    assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1  # once
+    assert "no AMX" in caplog.records[0].getMessage()
+    assert not attention_fp32(torch.device("cpu"), None)  # fp32 runs: nothing to change
+    assert not attention_fp32(torch.device("cuda"), torch.bfloat16)  # flash attention in bf16 on GPUs
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": True})
+    assert not attention_fp32(torch.device("cpu"), torch.bfloat16)  # AMX: torch's fast bf16 kernel
+
+
+def test_fp32_attention_under_autocast_is_sdpa_of_the_upcast_inputs():
+    import torch.nn.functional as F
+
+    from albert.model.encoder import attention, cpu_attention_in_fp32
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 16, 8, generator=gen).bfloat16() for _ in range(3))
+    mask = torch.ones(2, 1, 1, 16, dtype=torch.bool)
+    mask[1, ..., 10:] = False
+    exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).bfloat16()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        with cpu_attention_in_fp32():
+            inside = attention(q, k, v, mask, 0.0)
+        outside = attention(q, k, v, mask, 0.0)
+    assert inside.dtype == torch.bfloat16 and torch.equal(inside, exact)
+    assert torch.equal(outside, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    with pytest.raises(RuntimeError), cpu_attention_in_fp32():  # the switch is restored on the way out
+        raise RuntimeError
+    from albert.model import encoder
+
+    assert encoder._ATTENTION_FP32_ON_CPU == [False]
+
+
+def test_trainer_step_under_cpu_bf16_autocast_with_fp32_attention_matches_fp32(monkeypatch):
+    """The whole model under the trainer's autocast with fp32 attention stays within bf16's tolerance of
+    the fp32 model (the gradient flows through the casts)."""
+    from albert.config import AlbertConfig
+    from albert.model import AlbertForPreTraining
+    from albert.train.parallelize import autocast
+
+    torch.manual_seed(0)
+    model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny")).eval()
+    ids = torch.randint(5, model.config.vocab_size, (2, 24))
+    batch = dict(
+        input_ids=ids, attention_mask=torch.ones_like(ids), mlm_labels=ids, sop_labels=torch.tensor([0, 1])
+    )
+    ref = model(**batch)["loss"]
+    with autocast(torch.device("cpu"), torch.bfloat16, fp32_attention=True):
+        loss = model(**batch)["loss"]
+    loss.backward()
+    assert abs(loss.item() - ref.item()) < 0.05 * abs(ref.item())
+    assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
+    assert model.albert.encoder.attention[0].qkv.weight.grad.abs().sum() > 0  # through the fp32 casts

@@ -17,7 +17,8 @@ SDPA with a fused QKV projection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -38,6 +39,39 @@ ACT_FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "tanh": torch.tanh,
     "silu": F.silu,
 }
+
+
+# Attention of bf16 activations on a CPU runs in fp32 inside `cpu_attention_in_fp32` (issue 24). torch's CPU
+# flash-attention kernel is fast in bf16 only with AMX tiles; on a CPU with AVX-512 BF16 and no AMX its bf16
+# path is slower than its own fp32 path (measured, 2-core AMD EPYC, one thread, albert-base heads 12 x 64,
+# forward + backward: 8x128 66 ms bf16 vs 37 fp32; 32x128 367 vs 150; 4x512 279 vs 279; forward alone
+# 8x128 16 vs 7). The trainer enters it where that holds (albert.train.parallelize.autocast); fp32 also
+# keeps the softmax's inputs exact. Off by default: CUDA, AMX CPUs and fp32 runs are unchanged.
+_ATTENTION_FP32_ON_CPU = [False]
+
+
+@contextlib.contextmanager
+def cpu_attention_in_fp32(enabled: bool = True) -> Iterator[None]:
+    """Inside, `SelfAttention` runs SDPA in fp32 on CPU tensors of a lower precision (then casts back)."""
+    saved = _ATTENTION_FP32_ON_CPU[0]
+    _ATTENTION_FP32_ON_CPU[0] = enabled
+    try:
+        yield
+    finally:
+        _ATTENTION_FP32_ON_CPU[0] = saved
+
+
+def attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """SDPA of (B, heads, T, head_dim) q, k, v; in fp32 on a CPU inside `cpu_attention_in_fp32`."""
+    if _ATTENTION_FP32_ON_CPU[0] and q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
+        with torch.autocast("cpu", enabled=False):  # autocast would cast SDPA's inputs back down
+            y = F.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=dropout_p
+            )
+        return y.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
 
 class SelfAttention(nn.Module):
@@ -62,9 +96,7 @@ class SelfAttention(nn.Module):
         # land in (3, B, heads, T, head_dim) order, which the projection's backward copied once more
         # (benchmarks/profile_step.py: one (B*T, 3H) copy per layer; ~5-10% of the attention block).
         q, k, v = (z.transpose(1, 2) for z in qkv.unbind(2))  # each (B, heads, T, head_dim)
-        y = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.attn_dropout if self.training else 0.0
-        )  # (B, heads, T, head_dim)
+        y = attention(q, k, v, mask, self.attn_dropout if self.training else 0.0)  # (B, heads, T, head_dim)
         y = y.transpose(1, 2).reshape(b, t, h)  # (B, T, H)
         return self.norm(x + self.dropout(self.out(y)))
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
+from albert.model.encoder import cpu_attention_in_fp32
 from albert.model.fp32_linear import FP32_LINEAR_BACKENDS, choose_fp32_linear, fp32_linear, onednn_available
 from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
+from albert.train.precision import cpu_attention_fp32_pays
 
 logger = logging.getLogger(__name__)
 
@@ -75,13 +78,28 @@ def wrap_model(
 
 
 def autocast(
-    device: torch.device, dtype: torch.dtype | None, linear: str = "torch"
+    device: torch.device, dtype: torch.dtype | None, linear: str = "torch", fp32_attention: bool = False
 ) -> contextlib.AbstractContextManager[Any]:
     """Autocast to ``dtype`` on ``device``; None: fp32, its linear layers on the ``linear`` library
-    (`linear_backend`: torch's own is a no-op context)."""
+    (`linear_backend`: torch's own is a no-op context). ``fp32_attention`` (`attention_fp32`): attention
+    runs in fp32 under autocast on the CPU (`albert.model.encoder.cpu_attention_in_fp32`)."""
     if dtype is None:
         return fp32_linear(linear) if linear != "torch" else contextlib.nullcontext()
+    if device.type == "cpu" and fp32_attention:
+        return _cpu_autocast_fp32_attention(dtype)
     return torch.autocast(device_type=device.type, dtype=dtype)
+
+
+@contextlib.contextmanager
+def _cpu_autocast_fp32_attention(dtype: torch.dtype) -> Iterator[None]:
+    with torch.autocast(device_type="cpu", dtype=dtype), cpu_attention_in_fp32():
+        yield
+
+
+def attention_fp32(device: torch.device, dtype: torch.dtype | None) -> bool:
+    """Whether attention under ``dtype`` autocast on ``device`` runs in fp32: on a CPU without AMX, where
+    torch's bf16 CPU flash attention is slower than its fp32 kernel (`cpu_attention_fp32_pays`)."""
+    return device.type == "cpu" and dtype is not None and cpu_attention_fp32_pays()
 
 
 def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:

@@ -68,6 +68,21 @@ def cpu_bf16_features() -> list[str]:
     return sorted(found)
 
 
+def cpu_attention_fp32_pays() -> bool:
+    """Whether attention under bf16 autocast on this CPU should run in fp32: where the CPU has no AMX.
+    torch's CPU flash attention takes its fast bf16 path only on AMX tiles; with AVX-512 BF16 alone its
+    bf16 kernel is slower than its fp32 one (issue 24, `albert.model.encoder.cpu_attention_in_fp32`).
+    Logged once."""
+    pays = "amx_bf16" not in cpu_bf16_features()
+    if pays:
+        _log_once(
+            logging.INFO,
+            "attention in fp32 under bf16 autocast: this CPU has no AMX, where torch's bf16 CPU flash "
+            "attention is slower than its fp32 kernel",
+        )
+    return pays
+
+
 def cpu_capability() -> str:
     """One line about this CPU for logs and benchmarks, e.g. ``AMD EPYC, x86_64, AVX512, native bf16:
     avx512_bf16`` (torch's dispatch level from ``torch.backends.cpu.get_cpu_capability()``)."""
