@@ -34,6 +34,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 CASES = {
     "train-fp32-8x128": ("train", "fp32", 8, 128),
@@ -115,8 +116,11 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         linear = choose_fp32_linear("auto") if dtype is None and dev.type == "cpu" else "torch"
         fp32_attention = attention_fp32(dev, dtype)
         amp = lambda: autocast(dev, dtype, linear, fp32_attention)  # noqa: E731 (one context per use)
+        # FLOPs are counted on torch's own linear: FlopCounterMode has no formula for oneDNN's
+        counting_amp = lambda: autocast(dev, dtype, "torch", fp32_attention)  # noqa: E731
     else:
         amp = lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")  # noqa: E731
+        counting_amp = amp
 
     if kind == "train":
         model.train()
@@ -127,7 +131,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         else:  # what a transformers user writes
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
-        def step() -> None:
+        def step(amp: Any = amp) -> None:
             with amp():
                 out = model(**train_batch)
             out["loss"].backward()
@@ -136,7 +140,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     else:
         model.eval()
 
-        def step() -> None:
+        def step(amp: Any = amp) -> None:
             with torch.inference_mode(), amp():
                 model(**batch)
 
@@ -149,7 +153,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     step()  # warm-up (also allocates the optimizer state)
     sync()
     with FlopCounterMode(display=False) as fc:
-        step()
+        step(counting_amp)
     flops = fc.get_total_flops()
     sync()
     if device.startswith("cuda"):
