@@ -148,6 +148,14 @@ def test_cpu_capability_names_torchs_dispatch_level(monkeypatch):
 
 
 # ------------------------------------------------------------------ attention under CPU bf16 autocast (issue 24)
+@pytest.fixture
+def _fresh_attention_choice():
+    prec.cpu_attention_fp32_pays.cache_clear()  # decided once per process: forget the real CPU's answer
+    yield
+    prec.cpu_attention_fp32_pays.cache_clear()  # and the pretend CPU's
+
+
+@pytest.mark.usefixtures("_fresh_attention_choice")
 def test_attention_runs_in_fp32_only_on_a_cpu_without_amx(monkeypatch, caplog):
     from albert.train.parallelize import attention_fp32
 
@@ -159,6 +167,7 @@ def test_attention_runs_in_fp32_only_on_a_cpu_without_amx(monkeypatch, caplog):
     assert "no AMX" in caplog.records[0].getMessage()
     assert not attention_fp32(torch.device("cpu"), None)  # fp32 runs: nothing to change
     assert not attention_fp32(torch.device("cuda"), torch.bfloat16)  # flash attention in bf16 on GPUs
+    prec.cpu_attention_fp32_pays.cache_clear()
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": True})
     assert not attention_fp32(torch.device("cpu"), torch.bfloat16)  # AMX: torch's fast bf16 kernel
 
@@ -206,3 +215,17 @@ def test_trainer_step_under_cpu_bf16_autocast_with_fp32_attention_matches_fp32(m
     assert abs(loss.item() - ref.item()) < 0.05 * abs(ref.item())
     assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
     assert model.albert.encoder.attention[0].qkv.weight.grad.abs().sum() > 0  # through the fp32 casts
+
+
+@pytest.mark.usefixtures("_fresh_attention_choice")
+@pytest.mark.parametrize("amx", [False, True])
+def test_the_trainers_autocast_enters_fp32_attention_where_the_rule_says(monkeypatch, amx):
+    from albert.model import encoder
+    from albert.train.parallelize import autocast
+
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": amx})
+    with autocast(torch.device("cpu"), torch.bfloat16):  # what Trainer._autocast runs under bf16
+        assert encoder._ATTENTION_FP32_ON_CPU[0] is not amx
+    with autocast(torch.device("cpu"), None):  # fp32: nothing to change
+        assert encoder._ATTENTION_FP32_ON_CPU[0] is False
+    assert encoder._ATTENTION_FP32_ON_CPU[0] is False

@@ -78,13 +78,18 @@ def wrap_model(
 
 
 def autocast(
-    device: torch.device, dtype: torch.dtype | None, linear: str = "torch", fp32_attention: bool = False
+    device: torch.device,
+    dtype: torch.dtype | None,
+    linear: str = "torch",
+    fp32_attention: bool | None = None,
 ) -> contextlib.AbstractContextManager[Any]:
     """Autocast to ``dtype`` on ``device``; None: fp32, its linear layers on the ``linear`` library
-    (`linear_backend`: torch's own is a no-op context). ``fp32_attention`` (`attention_fp32`): attention
-    runs in fp32 under autocast on the CPU (`albert.model.encoder.cpu_attention_in_fp32`)."""
+    (`linear_backend`: torch's own is a no-op context). ``fp32_attention``: attention runs in fp32 under
+    autocast on the CPU (`albert.model.encoder.cpu_attention_in_fp32`); None: where `attention_fp32` says."""
     if dtype is None:
         return fp32_linear(linear) if linear != "torch" else contextlib.nullcontext()
+    if fp32_attention is None:
+        fp32_attention = attention_fp32(device, dtype)
     if device.type == "cpu" and fp32_attention:
         return _cpu_autocast_fp32_attention(dtype)
     return torch.autocast(device_type=device.type, dtype=dtype)

@@ -14,6 +14,7 @@ flags of ``/proc/cpuinfo``.
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -68,11 +69,12 @@ def cpu_bf16_features() -> list[str]:
     return sorted(found)
 
 
+@functools.cache
 def cpu_attention_fp32_pays() -> bool:
     """Whether attention under bf16 autocast on this CPU should run in fp32: where the CPU has no AMX.
     torch's CPU flash attention takes its fast bf16 path only on AMX tiles; with AVX-512 BF16 alone its
     bf16 kernel is slower than its fp32 one (issue 24, `albert.model.encoder.cpu_attention_in_fp32`).
-    Logged once."""
+    Decided and logged once per process (the trainer asks at every step)."""
     pays = "amx_bf16" not in cpu_bf16_features()
     if pays:
         _log_once(

@@ -96,14 +96,7 @@ from albert.train.metrics import (
     step_of,
     train_record,
 )
-from albert.train.parallelize import (
-    PRECISION_DTYPES,
-    attention_fp32,
-    autocast,
-    linear_backend,
-    resumed_run,
-    wrap_model,
-)
+from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, resumed_run, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
 from albert.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
@@ -187,7 +180,6 @@ class Trainer:
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
         self.fp32_linear = linear_backend(self.device, self.dtype, config)
-        self.fp32_attention = attention_fp32(self.device, self.dtype)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
@@ -261,7 +253,7 @@ class Trainer:
         return self._wrapped
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        return autocast(self.device, self.dtype, self.fp32_linear, self.fp32_attention)
+        return autocast(self.device, self.dtype, self.fp32_linear)
 
     # ------------------------------------------------------------------------------------------ the loop
     def fit(self, batches: Iterable[Batch], resume: bool | str | Path | None = None) -> TrainResult:
