@@ -15,7 +15,8 @@ expected to be an order of magnitude slower than fp32.
 
 Each (implementation, case) runs in a fresh subprocess (so peak memory is its own), ours and
 transformers' alternating. Prints the GEMM peaks (fp32 torch, fp32 numpy/OpenBLAS, the best fp32, and
-bf16 where the CPU has it natively), medians, our/HF speed ratios (>1: we are faster), the achieved
+bf16 where the CPU has it natively), the GEMM rate at the 8x128 step's own projection shapes
+(are the GEMMs, or the time between them, what keeps the step below peak?), medians, our/HF speed ratios (>1: we are faster), the achieved
 GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs counted with torch's
 FlopCounterMode over what each implementation executes), and peak memory during the steps (CUDA: max_memory_allocated;
 CPU: peak RSS above the pre-step RSS, sampled every 2 ms) with the our/HF ratio.
@@ -173,15 +174,19 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     return {"median_s": statistics.median(times), "times": times, "flops": flops, "peak_bytes": peak}
 
 
-def matmul_peak(device: str, precision: str, library: str = "torch") -> float:
-    """FLOP/s of a square GEMM (the best of 3 timings): torch's (MKL for fp32 on x86, oneDNN for bf16) or,
-    for fp32 on a CPU, numpy's (OpenBLAS in the wheels), which on some CPUs is the faster fp32 GEMM."""
+def matmul_peak(
+    device: str, precision: str, library: str = "torch", shape: tuple[int, int, int] | None = None
+) -> float:
+    """FLOP/s of a GEMM (the best of 3 timings), square unless ``shape`` (m, k, n) is given: torch's (MKL
+    for fp32 on x86, oneDNN for bf16) or, for fp32 on a CPU, numpy's (OpenBLAS in the wheels), which on
+    some CPUs is the faster fp32 GEMM."""
     import torch
 
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     n = 4096 if device.startswith("cuda") else 2048  # the issue's table: square 2048-3072
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    bm = torch.randn(n, n, device=device, dtype=dtype)
+    m, k, n = shape or (n, n, n)
+    a = torch.randn(m, k, device=device, dtype=dtype)
+    bm = torch.randn(k, n, device=device, dtype=dtype)
     if library == "numpy":
         an, bn = a.numpy(), bm.numpy()
         mm = lambda: an @ bn  # noqa: E731
@@ -189,7 +194,7 @@ def matmul_peak(device: str, precision: str, library: str = "torch") -> float:
         mm = lambda: a @ bm  # noqa: E731
     for _ in range(2):
         mm()
-    reps = 50 if device.startswith("cuda") else 3
+    reps = 50 if device.startswith("cuda") else (3 if shape is None else 10)
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     best = float("inf")
@@ -200,7 +205,18 @@ def matmul_peak(device: str, precision: str, library: str = "torch") -> float:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         best = min(best, (time.perf_counter() - t0) / reps)
-    return 2 * n**3 / best
+    return 2 * m * k * n / best
+
+
+def step_shape_rates(device: str, precision: str, preset: str, rows: int) -> dict[str, float]:
+    """FLOP/s of the training step's own projection GEMMs at ``rows`` tokens (forward; the backward's
+    products have the same sizes): whether the GEMMs, or the time between them, keep the step below peak."""
+    from albert.config import AlbertConfig
+
+    c = AlbertConfig.from_preset(preset)
+    h, i = c.hidden_size, c.intermediate_size
+    shapes = {"qkv": (rows, h, 3 * h), "out": (rows, h, h), "ffn up": (rows, h, i), "ffn down": (rows, i, h)}
+    return {name: matmul_peak(device, precision, shape=shape) for name, shape in shapes.items()}
 
 
 def gemm_peaks(device: str, native_bf16: bool) -> dict[str, float]:
@@ -271,7 +287,12 @@ def main() -> int:
     if not args.device.startswith("cuda"):
         print(f"cpu: {cpu_flags_line()}")
     peaks = gemm_peaks(args.device, native)
-    print("GEMM peaks: " + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in peaks.items()) + "\n")
+    print("GEMM peaks: " + ", ".join(f"{k} {v / 1e9:.0f} GFLOP/s" for k, v in peaks.items()))
+    precision = "bf16" if "bf16" in peaks else "fp32"
+    shaped = step_shape_rates(args.device, precision, args.preset, 8 * 128)
+    print(f"{precision} GEMM at the 8x128 step's shapes: "
+          + ", ".join(f"{k} {v / 1e9:.0f} ({v / peaks[precision if precision == 'bf16' else 'fp32 torch']:.2f})"
+                      for k, v in shaped.items()) + " GFLOP/s (fraction of the square peak)\n")  # fmt: skip
     results: dict[str, dict[str, dict]] = {}
     for case in args.cases:
         results[case] = {}
