@@ -115,10 +115,17 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=4, help="timed calls per kernel and shape (part 1)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    for name in ("batch", "seq", "steps", "reps", "threads"):
+        if getattr(args, name) < 1:
+            ap.error(f"--{name} must be >= 1 (got {getattr(args, name)})")
 
     import torch
 
+    from albert.config import PRESETS
     from albert.train.precision import cpu_capability
+
+    if args.preset not in PRESETS:
+        ap.error(f"--preset {args.preset!r} is not a preset: one of {', '.join(sorted(PRESETS))}")
 
     torch.set_num_threads(args.threads)
     print(f"cpu: {cpu_capability()}; torch {torch.__version__}, threads {args.threads}")

@@ -15,9 +15,9 @@ expected to be an order of magnitude slower than fp32.
 
 Each (implementation, case) runs in a fresh subprocess (so peak memory is its own), ours and
 transformers' alternating. Prints the GEMM peaks (fp32 torch, fp32 numpy/OpenBLAS, the best fp32, and
-bf16 where the CPU has it natively), the GEMM rate at the 8x128 step's own projection shapes
-(are the GEMMs, or the time between them, what keeps the step below peak?), medians, our/HF speed ratios (>1: we are faster), the achieved
-GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs counted with torch's
+bf16 where the CPU has it natively), the GEMM rate at the 8x128 step's own projection shapes (are the
+GEMMs, or the time between them, what keeps the step below peak?), medians, our/HF speed ratios (>1: we
+are faster), the achieved GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs counted with torch's
 FlopCounterMode over what each implementation executes), and peak memory during the steps (CUDA: max_memory_allocated;
 CPU: peak RSS above the pre-step RSS, sampled every 2 ms) with the our/HF ratio.
 
@@ -111,14 +111,13 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     model.to(device)
     if impl == "ours":  # what the trainer runs: its autocast, fp32 linear library and attention precision
         from albert.model.fp32_linear import choose_fp32_linear
-        from albert.train.parallelize import attention_fp32, autocast
+        from albert.train.parallelize import autocast
 
         dev, dtype = torch.device(device), torch.bfloat16 if precision == "bf16" else None
         linear = choose_fp32_linear("auto") if dtype is None and dev.type == "cpu" else "torch"
-        fp32_attention = attention_fp32(dev, dtype)
-        amp = lambda: autocast(dev, dtype, linear, fp32_attention)  # noqa: E731 (one context per use)
+        amp = lambda: autocast(dev, dtype, linear)  # noqa: E731 (one context per use)
         # FLOPs are counted on torch's own linear: FlopCounterMode has no formula for oneDNN's
-        counting_amp = lambda: autocast(dev, dtype, "torch", fp32_attention)  # noqa: E731
+        counting_amp = lambda: autocast(dev, dtype, "torch")  # noqa: E731
     else:
         amp = lambda: torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=precision == "bf16")  # noqa: E731
         counting_amp = amp

@@ -7,8 +7,8 @@ loss, backward and optimizer step, the operators grouped into kinds (GEMM, atten
     python benchmarks/profile_step.py --ops 30                          # also the 30 costliest operators
 
 The step is the trainer's: its autocast at the given precision (`albert.train.parallelize.autocast`),
-gradient clipping at 1.0, the optimizer of `albert.optim.build_optimizer`. Self CPU time is summed per operator, so an operator that calls another (a
-linear calling addmm) is counted once, in the callee.
+gradient clipping at 1.0, the optimizer of `albert.optim.build_optimizer`. Self CPU time is summed per
+operator, so an operator that calls another (a linear calling addmm) is counted once, in the callee.
 """
 
 from __future__ import annotations
@@ -106,14 +106,13 @@ def main() -> int:
     # the trainer's autocast: fp32 linear layers on the library measured fastest, under bf16 attention in
     # fp32 on a CPU without AMX (albert.train.parallelize.autocast)
     from albert.model.fp32_linear import choose_fp32_linear
-    from albert.train.parallelize import attention_fp32, autocast
+    from albert.train.parallelize import autocast
 
     cpu, dtype = torch.device("cpu"), torch.bfloat16 if args.precision == "bf16" else None
     linear = choose_fp32_linear("auto") if dtype is None else "torch"
-    fp32_attention = attention_fp32(cpu, dtype)
 
     def step() -> None:
-        with record_function("forward"), autocast(cpu, dtype, linear, fp32_attention):
+        with record_function("forward"), autocast(cpu, dtype, linear):
             loss = model(**batch)["loss"]
         with record_function("backward"):
             loss.backward()
