@@ -286,7 +286,7 @@ def main() -> int:
     print("\n== 2. SentencePiece vocabulary")
     if not (tok / "spiece.model").exists():
         albert("tokenizer", "train", "--input", str(train_txt), "--vocab-size", str(args.vocab_size),
-               "--output", str(tok), "--quiet")  # fmt: skip
+               "--output", str(tok), "--no-progress")  # fmt: skip
     else:
         print(f"(exists: {tok})")
 
