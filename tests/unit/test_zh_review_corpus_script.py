@@ -4,22 +4,17 @@ and no text of the excluded (dev) file in the output."""
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "zh_review_corpus.py"
+from script_support import script_module
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("zh_review_corpus_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    with script_module("zh_review_corpus.py", "zh_review_corpus_script") as module:
+        yield module
 
 
 def write_csv(path: Path, rows: list[tuple[str, str]]) -> Path:
