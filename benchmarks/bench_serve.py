@@ -207,7 +207,11 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     args = ap.parse_args()
 
+    from bench_inference import cpu_line  # this directory: the CPU and its int8 flags, as there
+
     from albert.export.pipeline import export_model_dir
+
+    print(cpu_line())
 
     texts = sentences()
     results: dict[str, list[dict[str, Any]]] = {}

@@ -26,6 +26,7 @@ FastAPI, pydantic and uvicorn (the ``serve`` extra) are imported when the app is
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
 # the request model is imported inside `create_app`, where a string annotation could not be resolved.
 import contextlib
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import asdict
@@ -240,6 +241,13 @@ def run_server(predictor: Predictor, config: ServeConfig) -> None:
 
     app = create_app(predictor, config)
     batcher = app.state.batcher
+    # uvicorn's "auto" takes these when installed (the serve extra): per request, the pure-Python h11 parser
+    # and asyncio's loop cost the event loop ~0.6 ms more CPU that the model's threads then lack
+    http = (
+        "httptools" if importlib.util.find_spec("httptools") else "h11 (pure Python: pip install httptools)"
+    )
+    event_loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio (pip install uvloop)"
+    logger.info("HTTP parser: %s; event loop: %s", http, event_loop)
     loop: list[asyncio.AbstractEventLoop] = []
 
     class Server(uvicorn.Server):
