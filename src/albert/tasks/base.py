@@ -34,7 +34,7 @@ import numpy as np
 from albert._io import atomic_write_text
 from albert.config import ConfigError
 from albert.tasks import metrics as M
-from albert.tasks.collate import Batch, Feature, feature_length, group_key, pad_features
+from albert.tasks.collate import Batch, Feature, cheapest_batches, feature_length, group_key, pad_features
 from albert.train.settings import (
     SHARED_FLAGS,
     OptimSettings,
@@ -483,16 +483,15 @@ def predict(
     *,
     batch_size: int = 64,
     pad_id: int = 0,
-    max_padding: float | None = None,
-    min_batch_tokens: int = 256,
+    call_cost_tokens: float | None = None,
 ) -> list[dict[str, np.ndarray]]:
     """Run ``predict_fn`` over the features in length-sorted batches; one output dict per feature, in the
     features' order.
 
-    ``max_padding``: also end a batch (once it holds ``min_batch_tokens`` real tokens) where the next
-    feature would make its padding more than this fraction of its real tokens. A server's batch of random
-    sentences is padded to its longest (~2x the tokens of a length-sorted file); cut like this it costs
-    about what the same sentences cost offline.
+    ``call_cost_tokens``: cut the sorted features into the batches of least cost (`cheapest_batches`:
+    padded tokens plus this much per model call) instead of every ``batch_size``. A server's batch of
+    32 random sentences padded to its longest costs ~2x its real tokens, where a length-sorted file costs
+    ~1.06x; cut like this it costs ~1.1x (benchmarks/bench_serve.py). None: batches of ``batch_size``.
     """
     # sorted by length, and multiple-choice examples with different option counts kept apart
     order = sorted(
@@ -500,21 +499,21 @@ def predict(
         key=lambda i: (str(group_key(features[i])), feature_length(features[i])),
     )
     lengths = [feature_length(features[i]) for i in order]
+    keys = [str(group_key(features[i])) for i in order]
+    ends: list[int] = []
+    run = 0
+    while run < len(order):  # one run of the same group key: batches never cross into the next
+        run_end = run
+        while run_end < len(order) and keys[run_end] == keys[run]:
+            run_end += 1
+        if call_cost_tokens is None:
+            ends += list(range(run + batch_size, run_end, batch_size)) + [run_end]
+        else:
+            ends += [run + e for e in cheapest_batches(lengths[run:run_end], batch_size, call_cost_tokens)]
+        run = run_end
     results: list[dict[str, np.ndarray] | None] = [None] * len(features)
     start = 0
-    while start < len(order):
-        key = group_key(features[order[start]])
-        end, real = start, 0
-        while end < len(order) and end - start < batch_size and group_key(features[order[end]]) == key:
-            padded = (end - start + 1) * lengths[end]  # sorted: the new one is the longest
-            if (
-                max_padding is not None
-                and real >= min_batch_tokens
-                and padded > (1 + max_padding) * (real + lengths[end])
-            ):
-                break
-            real += lengths[end]
-            end += 1
+    for end in ends:
         idx = order[start:end]
         batch = task.collate([features[i] for i in idx], pad_id=pad_id)
         out = predict_fn(batch)

@@ -4,7 +4,8 @@ The original (``classifier_utils.py``, ``race_utils.py``) and transformers' ``ru
 every sequence to ``max_seq_length``. Here a batch is padded only to its longest member
 (`pad_features`), and batches are drawn from groups of similar length (`LengthGroupedBatches`), so most
 of the padding (and the compute spent on it) disappears. benchmarks/bench_dynamic_padding.py measures
-the effect.
+the effect. For prediction, `cheapest_batches` cuts length-sorted inputs where padding and model calls
+cost least (a server's batch of random sentences).
 
 A *feature* is a dict with ``input_ids`` and ``token_type_ids`` (lists of ints, or for multiple choice a
 list of such lists, one per option) and optionally ``labels`` (an int or a float). ``attention_mask`` is
@@ -231,3 +232,25 @@ def padding_stats(batches: LengthGroupedBatches, fixed_length: int | None = None
     if fixed_length is not None:
         out["fixed_tokens"] = float(len(batches.features) * fixed_length)
     return out
+
+
+def cheapest_batches(lengths: Sequence[int], batch_size: int, call_cost_tokens: float) -> list[int]:
+    """Where to cut ``lengths`` (sorted ascending) into consecutive batches of at most ``batch_size`` so that
+    their total cost is least, a batch costing its padded tokens (its rows x its longest) plus
+    ``call_cost_tokens`` (what one model call costs beyond its tokens); the end index of each batch, in
+    order. Dynamic programming over the cut points: exact, O(len x batch_size)."""
+    n = len(lengths)
+    best = [0.0] + [math.inf] * n  # best[e]: the least cost of the first e
+    start = [0] * (n + 1)
+    for e in range(1, n + 1):
+        longest = lengths[e - 1]  # sorted: the last is the longest of any batch ending here
+        for s in range(max(0, e - batch_size), e):
+            cost = best[s] + call_cost_tokens + (e - s) * longest
+            if cost < best[e]:
+                best[e], start[e] = cost, s
+    ends = []
+    e = n
+    while e > 0:
+        ends.append(e)
+        e = start[e]
+    return ends[::-1]
