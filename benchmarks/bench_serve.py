@@ -117,7 +117,8 @@ def start_server(model: Path, backend: str, args: argparse.Namespace, log: Path)
 def offline(model: Path, backend: str, args: argparse.Namespace, texts: list[str]) -> dict[str, Any]:
     """The same backend's batch throughput on the same sentences, in this process (no server running):
     `Predictor.rows` over ``--offline`` sentences drawn as the clients draw them (length-sorted batches of
-    ``--max-batch``, as `albert predict` runs them)."""
+    ``--max-batch``, as `albert predict` runs them), and the same sentences in the server's batches
+    (``--max-batch`` random ones per call): what the model costs served, without HTTP."""
     from albert.serve.predictor import Predictor
 
     predictor = Predictor.load(
@@ -129,7 +130,17 @@ def offline(model: Path, backend: str, args: argparse.Namespace, texts: list[str
     t0 = time.perf_counter()
     predictor.rows(examples)
     seconds = time.perf_counter() - t0
-    return {"backend": predictor.backend, "sentences": len(examples), "per_s": len(examples) / seconds}
+    # the same sentences in the server's batches: --max-batch random ones per call, not length-sorted
+    t0 = time.perf_counter()
+    for i in range(0, len(examples), args.max_batch):
+        predictor.rows(examples[i : i + args.max_batch])
+    as_served = time.perf_counter() - t0
+    return {
+        "backend": predictor.backend,
+        "sentences": len(examples),
+        "per_s": len(examples) / seconds,
+        "server_batches_per_s": len(examples) / as_served,
+    }
 
 
 async def post_loop(host: str, port: int, stop: float, bodies: list[bytes], latencies: list[float]) -> int:
@@ -247,6 +258,8 @@ def main() -> int:
             results[backend].append({"offline": batch})
             print(f"  offline batch ({batch['backend']}, {batch['sentences']} sentences, batches of "
                   f"{args.max_batch}): {batch['per_s']:.1f} sentences/s")  # fmt: skip
+            print(f"  offline in the server's batches ({args.max_batch} random sentences per call, no HTTP): "
+                  f"{batch['server_batches_per_s']:.1f} sentences/s")  # fmt: skip
             by = {r["clients"]: r for r in results[backend] if "clients" in r}
             top = by[max(by)]
             print(f"  served at {top['clients']} clients / offline: {top['req_per_s'] / batch['per_s']:.2f} "
