@@ -36,8 +36,8 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("auto", "torch", "onnx")
 CALL_COST_TOKENS = 32
 """What a model call costs beyond its tokens, in tokens: the batches are cut where that is cheapest
-(`albert.tasks.base.cheapest_batches`). albert-base in fp32 on a CPU: a call of one 32-token row takes about
-what 45 tokens take in a call of 4 x 32 or more, where the time per token is level."""
+(`albert.tasks.base.cheapest_batches`). albert-base in fp32 on a CPU (one thread, beside another job): a call of
+one 32-token row took about what 45 tokens took in calls of 4 x 32 or more, where the time per token is level."""
 
 
 class Predictor:

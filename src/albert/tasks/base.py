@@ -22,6 +22,7 @@ from __future__ import annotations
 import abc
 import copy
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -494,23 +495,18 @@ def predict(
     ~1.06x; cut like this it costs ~1.1x (benchmarks/bench_serve.py). None: batches of ``batch_size``.
     """
     # sorted by length, and multiple-choice examples with different option counts kept apart
-    order = sorted(
-        range(len(features)),
-        key=lambda i: (str(group_key(features[i])), feature_length(features[i])),
-    )
-    lengths = [feature_length(features[i]) for i in order]
-    keys = [str(group_key(features[i])) for i in order]
+    keys = [str(group_key(f)) for f in features]
+    lengths = [feature_length(f) for f in features]
+    order = sorted(range(len(features)), key=lambda i: (keys[i], lengths[i]))
     ends: list[int] = []
-    run = 0
-    while run < len(order):  # one run of the same group key: batches never cross into the next
-        run_end = run
-        while run_end < len(order) and keys[run_end] == keys[run]:
-            run_end += 1
+    for _, run in itertools.groupby(order, key=keys.__getitem__):  # batches never cross a group key
+        run_lengths = [lengths[i] for i in run]
         if call_cost_tokens is None:
-            ends += list(range(run + batch_size, run_end, batch_size)) + [run_end]
+            cuts = [*range(batch_size, len(run_lengths), batch_size), len(run_lengths)]
         else:
-            ends += [run + e for e in cheapest_batches(lengths[run:run_end], batch_size, call_cost_tokens)]
-        run = run_end
+            cuts = cheapest_batches(run_lengths, batch_size, call_cost_tokens)
+        first = ends[-1] if ends else 0
+        ends += [first + e for e in cuts]
     results: list[dict[str, np.ndarray] | None] = [None] * len(features)
     start = 0
     for end in ends:
