@@ -13,7 +13,7 @@ before the server starts. The clients are plain asyncio streams in this process 
 per request, enough to starve a server on the same 2 cores: 2.3 inputs per model call at 32 clients).
 Also shown: inputs per model call (micro-batching at work), from the server's /health counters.
 
-    python benchmarks/bench_serve.py                                # albert-base, torch and onnx, 10 s per level
+    python benchmarks/bench_serve.py                                # albert-base, torch and onnx, 30 s per level
     python benchmarks/bench_serve.py --backends onnx --int8 --clients 1 32 --seconds 5
     python benchmarks/bench_serve.py --preset albert-tiny --seconds 3   # a quick check of the script
 """
@@ -209,7 +209,13 @@ def main() -> int:
     ap.add_argument("--backends", nargs="+", default=["torch", "onnx"], choices=("auto", "torch", "onnx"))
     ap.add_argument("--int8", action="store_true", help="int8 weights in both backends")
     ap.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
-    ap.add_argument("--seconds", type=float, default=10.0, help="measured time per level")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=30.0,
+        help="measured time per level (at 32 clients one model call answers 32 requests about once a second: "
+        "10 s count 10 or 11 calls, a 10%% step)",
+    )
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds of load before each backend's levels")
     ap.add_argument("--threads", type=int, default=2, help="the server's intra-op threads")
     ap.add_argument("--max-batch", type=int, default=32)

@@ -44,3 +44,54 @@ def test_concurrent_requests_behind_a_slow_model_share_calls_and_keep_their_answ
     assert len(model.calls) <= n / 4, [len(c) for c in model.calls]
     assert max(len(c) for c in model.calls) <= 32
     assert sorted(x for c in model.calls for x in c) == list(range(2 * n))  # each input computed once
+
+
+def test_the_batch_function_runs_in_the_thread_that_loaded_the_model() -> None:
+    # libgomp gives each thread that runs a parallel op its own team: the model must run where it was loaded
+    import threading
+
+    import pytest
+
+    from albert.serve.app import model_thread
+
+    executor = model_thread()
+    loaded_in = executor.submit(threading.get_ident).result()
+    ran_in: list[int] = []
+
+    def fn(batch: list[int]) -> list[int]:
+        ran_in.append(threading.get_ident())
+        return [x + 1 for x in batch]
+
+    async def scenario() -> list[list[int]]:
+        batcher: MicroBatcher[int, int] = MicroBatcher(fn, max_batch=4, max_wait_s=0.0, executor=executor)
+        answers = await asyncio.gather(*(batcher.submit([i, i + 10]) for i in range(6)))
+        await batcher.close()
+        return answers
+
+    assert asyncio.run(scenario()) == [[i + 1, i + 11] for i in range(6)]
+    assert ran_in and set(ran_in) == {loaded_in} and loaded_in != threading.get_ident()
+    with pytest.raises(RuntimeError):  # `close` shut the executor down with the batcher
+        executor.submit(threading.get_ident)
+
+
+def test_albert_serve_loads_and_runs_the_model_in_one_thread(monkeypatch, tmp_path) -> None:
+    import threading
+
+    import albert.serve.app as app
+    from albert.cli.main import main
+    from albert.serve.predictor import Predictor
+
+    seen: dict[str, int] = {}
+
+    def load(*args: object, **kwargs: object) -> str:
+        seen["load"] = threading.get_ident()
+        return "predictor"
+
+    def run_server(predictor: str, config: object, executor: object) -> None:
+        assert predictor == "predictor"
+        seen["run"] = executor.submit(threading.get_ident).result()  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(Predictor, "load", staticmethod(load))
+    monkeypatch.setattr(app, "run_server", run_server)
+    assert main(["serve", "--model", str(tmp_path)]) == 0
+    assert seen["load"] == seen["run"] != threading.get_ident()

@@ -40,15 +40,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from albert.cli.options import MissingExtra, default_device, from_positional, given_values
-    from albert.serve.app import run_server
+    from albert.serve.app import model_thread, run_server
     from albert.serve.config import ServeConfig
     from albert.serve.predictor import Predictor
 
     # errors are raised: `albert.cli.main` prints them as one line and exits 1
     from_positional(args, "model", "--model", "MODEL_DIR")
     config = ServeConfig(**given_values(args, ServeConfig))
+    executor = model_thread()  # loads the model and runs it (see there why one thread)
     try:
-        predictor = Predictor.load(
+        predictor = executor.submit(
+            Predictor.load,
             args.model,
             backend=args.backend,
             int8=args.int8,
@@ -57,12 +59,12 @@ def run(args: argparse.Namespace) -> int:
             max_seq_length=args.max_seq_length,
             batch_size=config.max_batch,
             device=default_device(args.device, args.backend, args.int8),
-        )
+        ).result()
     except ImportError as e:
         extra = "onnx" if args.backend == "onnx" else "serve"
         raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[{extra}]'") from e
     try:
-        run_server(predictor, config)
+        run_server(predictor, config, executor)
     except ImportError as e:
         raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[serve]'") from e
     return 0

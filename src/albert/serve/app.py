@@ -12,7 +12,8 @@ Endpoints:
   limits), ``GET /docs`` (OpenAPI).
 
 Inputs of concurrent requests are batched together (`albert.serve.batcher.MicroBatcher`: up to
-``max_batch`` inputs, waiting at most ``max_wait_ms`` for them); the model runs in a worker thread.
+``max_batch`` inputs, waiting at most ``max_wait_ms`` for them); the model runs in a worker thread, best the
+one that loaded it (`model_thread`).
 Limits answer with a 4xx that says which limit: 413 for a body over ``max_body_bytes``, more than
 ``max_inputs`` inputs or a text over ``max_text_chars`` characters; 408 for a body that takes longer
 than ``body_timeout_s`` to arrive; 400 for a body that is not JSON; 422 for JSON of the wrong shape; 503
@@ -25,6 +26,7 @@ FastAPI, pydantic and uvicorn (the ``serve`` extra) are imported when the app is
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
 # the request model is imported inside `create_app`, where a string annotation could not be resolved.
+import concurrent.futures
 import contextlib
 import importlib.util
 import logging
@@ -145,8 +147,28 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
-    """The FastAPI application serving ``predictor`` (see the module docstring)."""
+def model_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """One thread for all of the model's work: load the `Predictor` in it, then serve with it
+    (``create_app(..., executor=)``).
+
+    Why: torch's OpenMP (libgomp) gives each thread that runs a parallel op a team of its own. A model
+    loaded in the main thread and run in the batcher's thread leaves two teams, more libgomp threads than
+    cores on a small machine, and libgomp then waits at each op's barrier with 100 spins instead of 300,000
+    before it sleeps (its ``gomp_throttled_spin_count_var``). Measured under `benchmarks/bench_serve.py`
+    at 32 clients (albert-base fp32, 2 threads, 2 cores; /proc/PID/task/*/status over 10 s): the two
+    compute threads slept ~340 and ~600 times a second and had 89% of the cores; loaded and run in one
+    thread, ~2 and ~1 times a second and 100%.
+    """
+    return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="albert-model")
+
+
+def create_app(
+    predictor: Predictor,
+    config: ServeConfig | None = None,
+    executor: concurrent.futures.ThreadPoolExecutor | None = None,
+) -> Any:
+    """The FastAPI application serving ``predictor`` (see the module docstring); the model runs in
+    ``executor`` (one thread, the one that loaded ``predictor``: `model_thread`) or a new thread."""
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse
@@ -155,7 +177,7 @@ def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
 
     config = config or ServeConfig()
     batcher: MicroBatcher[Any, dict[str, Any]] = MicroBatcher(
-        lambda examples: predictor.rows(examples), config.max_batch, config.max_wait_ms / 1000
+        lambda examples: predictor.rows(examples), config.max_batch, config.max_wait_ms / 1000, executor
     )
 
     @contextlib.asynccontextmanager
@@ -226,8 +248,13 @@ def create_app(predictor: Predictor, config: ServeConfig | None = None) -> Any:
     return app
 
 
-def run_server(predictor: Predictor, config: ServeConfig) -> None:
-    """Serve until SIGTERM / SIGINT (uvicorn, one process; the model runs in a worker thread).
+def run_server(
+    predictor: Predictor,
+    config: ServeConfig,
+    executor: concurrent.futures.ThreadPoolExecutor | None = None,
+) -> None:
+    """Serve until SIGTERM / SIGINT (uvicorn, one process; the model runs in ``executor``, the thread that
+    loaded it: `model_thread`).
 
     The shutdown is bounded: at the signal the batcher stops taking inputs, and ``shutdown_timeout_s``
     later fails those still queued (503, `MicroBatcher.expire_after`); uvicorn waits that long plus
@@ -239,7 +266,7 @@ def run_server(predictor: Predictor, config: ServeConfig) -> None:
 
     import uvicorn
 
-    app = create_app(predictor, config)
+    app = create_app(predictor, config, executor)
     batcher = app.state.batcher
     # uvicorn's "auto" takes these when installed (the serve extra): the pure-Python h11 parser cost the event
     # loop ~0.6 ms of CPU per request (cProfile of this server at 32 clients), CPU the model's threads lack

@@ -38,9 +38,17 @@ class MicroBatcher(Generic[T, R]):
         fn: a batch of inputs -> one result per input, in order; runs in a worker thread, one batch at a time.
         max_batch: most inputs per call.
         max_wait_s: how long the first input of a batch waits for others.
+        executor: the one-thread executor ``fn`` runs in (the thread that loaded the model: see
+            `albert.serve.app.model_thread`); `close` shuts it down. None: a new one.
     """
 
-    def __init__(self, fn: Callable[[list[T]], Sequence[R]], max_batch: int = 32, max_wait_s: float = 0.005):
+    def __init__(
+        self,
+        fn: Callable[[list[T]], Sequence[R]],
+        max_batch: int = 32,
+        max_wait_s: float = 0.005,
+        executor: concurrent.futures.ThreadPoolExecutor | None = None,
+    ):
         if max_batch < 1:
             raise ValueError(f"max_batch must be >= 1, got {max_batch}")
         if max_wait_s < 0:
@@ -52,7 +60,9 @@ class MicroBatcher(Generic[T, R]):
         self._arrived = asyncio.Event()
         self._closing = False
         self._pending = 0
-        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="albert-batch")
+        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
+            1, thread_name_prefix="albert-batch"
+        )
         self._worker: asyncio.Task[None] | None = None
         self._expiry: asyncio.TimerHandle | None = None
         self.batches = 0
