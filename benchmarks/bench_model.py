@@ -17,9 +17,10 @@ Each (implementation, case) runs in a fresh subprocess (so peak memory is its ow
 transformers' alternating. Prints the GEMM peaks (fp32 torch, fp32 numpy/OpenBLAS, the best fp32, and
 bf16 where the CPU has it natively), the GEMM rate at the 8x128 step's own projection shapes (are the
 GEMMs, or the time between them, what keeps the step below peak?), medians, our/HF speed ratios (>1: we
-are faster), the achieved GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs counted with torch's
-FlopCounterMode over what each implementation executes), and peak memory during the steps (CUDA: max_memory_allocated;
-CPU: peak RSS above the pre-step RSS, sampled every 2 ms) with the our/HF ratio.
+are faster), the achieved GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs
+counted with torch's FlopCounterMode over what each implementation executes), and peak memory over two
+further, untimed steps (CUDA: max_memory_allocated; CPU: peak RSS above the pre-step RSS, sampled every
+2 ms by a thread that would slow the timed steps) with the our/HF ratio.
 
     python benchmarks/bench_model.py                   # albert-base, 5 measured steps per case
     python benchmarks/bench_model.py --steps 3 --cases train-fp32-8x128 infer-fp32-32x128
@@ -163,12 +164,17 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     import gc
 
     gc.collect()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        times.append(time.perf_counter() - t0)
+    # peak memory over steps of its own: the RSS sampler wakes every 2 ms, and on a 2-core CPU each wake-up
+    # takes a core from one of the two compute threads while the other waits for it at the op's end
     with PeakRSS() as rss:
-        for _ in range(steps):
-            t0 = time.perf_counter()
+        for _ in range(min(steps, 2)):
             step()
             sync()
-            times.append(time.perf_counter() - t0)
     peak = torch.cuda.max_memory_allocated() - base if device.startswith("cuda") else rss.peak - rss.base
     return {"median_s": statistics.median(times), "times": times, "flops": flops, "peak_bytes": peak}
 
