@@ -156,8 +156,8 @@ def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     cores on a small machine, and libgomp then waits at each op's barrier with 100 spins instead of 300,000
     before it sleeps (its ``gomp_throttled_spin_count_var``). Measured under `benchmarks/bench_serve.py`
     at 32 clients (albert-base fp32, 2 threads, 2 cores; /proc/PID/task/*/status over 10 s): the two
-    compute threads slept ~340 and ~600 times a second and had 89% of the cores; loaded and run in one
-    thread, ~2 and ~1 times a second and 100%.
+    compute threads slept 320-610 times a second each and had 89% of the cores; loaded and run in one
+    thread, 1-3 times a second and 100% (two runs each).
     """
     return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="albert-model")
 
