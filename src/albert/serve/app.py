@@ -30,7 +30,7 @@ import concurrent.futures
 import contextlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -162,6 +162,17 @@ def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="albert-model")
 
 
+def validation_error(errors: Sequence[Any]) -> tuple[str, int]:
+    """The answer to a body FastAPI could not validate: 400 for JSON that does not parse, else 422 naming
+    the first wrong field."""
+    if any(e.get("type") == "json_invalid" for e in errors):
+        reason = next((e.get("ctx", {}).get("error") for e in errors if e.get("ctx")), "JSON decode error")
+        return f"the body is not valid JSON: {reason}", 400
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "body"
+    return f"{where}: {first.get('msg')}", 422
+
+
 def create_app(
     predictor: Predictor,
     config: ServeConfig | None = None,
@@ -195,15 +206,8 @@ def create_app(
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = exc.errors()
-        if any(e.get("type") == "json_invalid" for e in errors):
-            reason = next(
-                (e.get("ctx", {}).get("error") for e in errors if e.get("ctx")), "JSON decode error"
-            )
-            return JSONResponse({"detail": f"the body is not valid JSON: {reason}"}, status_code=400)
-        first = errors[0]
-        where = ".".join(str(p) for p in first.get("loc", ())[1:]) or "body"
-        return JSONResponse({"detail": f"{where}: {first.get('msg')}"}, status_code=422)
+        detail, status = validation_error(exc.errors())
+        return JSONResponse({"detail": detail}, status_code=status)
 
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
