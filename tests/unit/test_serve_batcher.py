@@ -4,8 +4,12 @@ answers."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
+import pytest
+
+from albert.serve.app import model_thread
 from albert.serve.batcher import MicroBatcher
 
 
@@ -48,12 +52,6 @@ def test_concurrent_requests_behind_a_slow_model_share_calls_and_keep_their_answ
 
 def test_the_batch_function_runs_in_the_thread_that_loaded_the_model() -> None:
     # libgomp gives each thread that runs a parallel op its own team: the model must run where it was loaded
-    import threading
-
-    import pytest
-
-    from albert.serve.app import model_thread
-
     executor = model_thread()
     loaded_in = executor.submit(threading.get_ident).result()
     ran_in: list[int] = []
@@ -75,8 +73,6 @@ def test_the_batch_function_runs_in_the_thread_that_loaded_the_model() -> None:
 
 
 def test_albert_serve_loads_and_runs_the_model_in_one_thread(monkeypatch, tmp_path) -> None:
-    import threading
-
     import albert.serve.app as app
     from albert.cli.main import main
     from albert.serve.predictor import Predictor
