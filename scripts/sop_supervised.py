@@ -125,10 +125,11 @@ def shards_to_csv(data_dir: Path, out: Path, tok: Any, task: str = "sop") -> dic
 
 def finetune(work: Path, csvs: dict[str, Path], lr: str, seed: int, args: argparse.Namespace) -> dict:
     """One ``albert finetune custom`` run (skipped when finished): its final dev accuracy and last loss."""
+    hls = f"-hls{args.head_lr_scale:g}" if args.head_lr_scale != 1 else ""
     run = (
         work
         / "finetune"
-        / f"{'' if args.task == 'sop' else args.task + '-'}lr{lr}-seed{seed}-steps{args.steps}"
+        / f"{'' if args.task == 'sop' else args.task + '-'}lr{lr}-seed{seed}-steps{args.steps}{hls}"
     )
     cmd = ["finetune", "custom", "--model", str(MINILM), "--train", str(csvs["train"]), "--dev", str(csvs["dev"]),
            "--text-column", "a", "--text-pair-column", "b", "--labels", ",".join(TASK_LABELS[args.task]), "--name", args.task,
@@ -137,6 +138,10 @@ def finetune(work: Path, csvs: dict[str, Path], lr: str, seed: int, args: argpar
            "--save-every-minutes", "0", "--no-test", "--no-progress", "--output", str(run)]  # fmt: skip
     if args.train_limit:
         cmd += ["--train-limit", str(args.train_limit)]
+    if args.threads:
+        cmd += ["--threads", str(args.threads)]
+    if args.head_lr_scale != 1:
+        cmd += ["--head-lr-scale", f"{args.head_lr_scale:g}"]
     COMMANDS.append(shlex.join(("albert", *cmd)))
     if not finished(run):
         t0 = time.time()
@@ -252,6 +257,11 @@ def main() -> int:
     )
     ap.add_argument("--train-limit", type=int, default=None, help="first N training pairs (smoke)")
     ap.add_argument(
+        "--head-lr-scale", type=float, default=1.0,
+        help="the classifier and the pooler at this multiple of the lr (--head-lr-scale of albert finetune)",
+    )  # fmt: skip
+    ap.add_argument("--threads", type=int, default=None, help="torch threads per fine-tuning run")
+    ap.add_argument(
         "--pretrain", nargs="*", default=[], metavar="NAME[:KEY=VALUE,...]",
         help="short continued-pretraining runs (sop_vs_nsp.py's settings, one thing changed) instead of fine-tuning",
     )  # fmt: skip
@@ -271,6 +281,8 @@ def main() -> int:
             ap.error(f"--lrs: {lr!r} is not a learning rate > 0")
     if args.steps < 1:
         ap.error(f"--steps must be >= 1 (got {args.steps})")
+    if not (math.isfinite(args.head_lr_scale) and args.head_lr_scale > 0):
+        ap.error(f"--head-lr-scale must be a finite number > 0 (got {args.head_lr_scale})")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     work: Path = args.out.resolve()
     if args.plot:

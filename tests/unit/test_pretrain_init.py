@@ -117,7 +117,7 @@ def test_head_lr_scale_trains_the_fresh_heads_faster_than_the_loaded_encoder(wor
     assert all(rate[n] == pytest.approx(1e-3) for n in heads)
     assert all(rate[n] == 1e-4 for n in rate.keys() - heads)  # the encoder and the tied embeddings
     assert optimizer.param_groups[0]["lr"] == 1e-4  # the rate the trainer logs
-    with pytest.raises(ConfigError, match="optim.head_lr_scale: must be > 0"):
+    with pytest.raises(ConfigError, match="optim.head_lr_scale: must be greater than 0"):
         config_for(world, world["root"] / "bert_bare", optim={"head_lr_scale": 0}).validate()
 
 

@@ -147,6 +147,11 @@ def test_print_config_is_one_format_that_config_reads_back(tmp_path: Path, capsy
         (["finetune", "glue", "--task", "rte", "--data-dir", "G", "--model", "M", "--output", "o",
           "--set", "optim.eps=0"],
          "albert finetune: error: --adam-epsilon: must be greater than 0, got 0.0"),
+        (["pretrain", "--recipe", "smoke", "--head-lr-scale", "0"],
+         "albert pretrain: error: optim.head_lr_scale: must be greater than 0, got 0.0"),
+        (["finetune", "glue", "--task", "rte", "--data-dir", "G", "--model", "M", "--output", "o",
+          "--head-lr-scale", "-1"],
+         "albert finetune: error: --head-lr-scale: must be greater than 0, got -1.0"),
     ],
 )  # fmt: skip
 def test_a_bad_value_is_one_config_error_naming_the_field(argv, line, capsys) -> None:

@@ -11,6 +11,7 @@ layer is below ``train``); pretraining (`albert.tasks.pretraining`) and fine-tun
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -20,8 +21,15 @@ from torch import nn
 
 from albert.optim._checks import check_finite
 from albert.optim.lamb import DEFAULT_BETAS, DEFAULT_EPS, DEFAULT_WEIGHT_DECAY, Lamb
-from albert.optim.param_groups import ORIGINAL_EXCLUDE_PATTERNS, excluded_parameter_names, param_groups
+from albert.optim.param_groups import (
+    ORIGINAL_EXCLUDE_PATTERNS,
+    excluded_parameter_names,
+    head_prefixes,
+    param_groups,
+)
 from albert.optim.schedules import WarmupPolyDecay, build_scheduler, build_time_scheduler
+
+logger = logging.getLogger(__name__)
 
 OPTIMIZERS: tuple[str, ...] = ("lamb", "adamw", "adamw_original")
 
@@ -33,6 +41,7 @@ __all__ = [
     "build_scheduler",
     "build_training",
     "excluded_parameter_names",
+    "head_prefixes",
     "param_groups",
 ]
 
@@ -125,6 +134,7 @@ class OptimizerSettings(Protocol):
     beta1: float
     beta2: float
     eps: float
+    head_lr_scale: float
 
 
 class ScheduleShape(Protocol):
@@ -149,11 +159,23 @@ def build_training(
     """The optimizer and learning-rate schedule of a training run: `build_optimizer` with ``optim``'s
     name, lr, weight decay, betas and epsilon, then warmup + polynomial decay over ``total_steps`` (warmup
     ``warmup_steps``) or, with ``schedule.by == "time"``, over ``budget_s`` seconds of training
-    (`build_time_scheduler`, warmup ``schedule.warmup_fraction`` of it).
+    (`build_time_scheduler`, warmup ``schedule.warmup_fraction`` of it). ``optim.head_lr_scale`` other
+    than 1 scales the lr of the parts `head_prefixes` names (logged once), beside any ``lr_scales``.
 
     Raises:
         ValueError: ``by == "time"`` without a budget, and what `build_optimizer` raises.
     """
+    scale = optim.head_lr_scale
+    if scale != 1:
+        heads = head_prefixes(model)
+        if not heads:
+            raise ValueError(
+                f"optim.head_lr_scale {scale:g}: {type(model).__name__} has no albert.* encoder with a head or "
+                "pooler on top to scale"
+            )
+        logger.info("optim.head_lr_scale %g: %s train at lr %g", scale, ", ".join(f"{p}*" for p in heads),
+                    optim.lr * scale)  # fmt: skip
+        lr_scales = {**dict.fromkeys(heads, scale), **(lr_scales or {})}
     optimizer = build_optimizer(
         model,
         optim.name,

@@ -69,6 +69,20 @@ def excluded_parameter_names(
     return excluded & reported
 
 
+def head_prefixes(model: nn.Module, encoder: str = "albert.") -> list[str]:
+    """The parameter-name prefixes of what sits on top of the encoder: each top-level part outside
+    ``encoder`` (pretraining: ``mlm.``, ``sop.``; fine-tuning: ``classifier.``, ``qa.``, ``squad.``) and the
+    encoder's pooler (``albert.pooler.``), where they have trainable parameters. A tensor tied into the
+    encoder (the MLM decoder's word embeddings) is named, hence scaled, as the encoder's. A model with no
+    parameter under ``encoder`` has nothing to tell its heads from: none."""
+    names = [n for n, p in model.named_parameters() if p.requires_grad]
+    if not any(n.startswith(encoder) for n in names):
+        return []
+    tops = dict.fromkeys(n.split(".", 1)[0] + "." for n in names if not n.startswith(encoder))
+    pooler = encoder + "pooler."
+    return [*tops, *([pooler] if any(n.startswith(pooler) for n in names) else [])]
+
+
 def param_groups(
     model: nn.Module,
     weight_decay: float,

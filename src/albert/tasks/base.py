@@ -236,8 +236,12 @@ class FinetuneConfig:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat record of report.json and task.json (`RECORD_KEYS`)."""
-        return {name: getattr(self, name) for name in RECORD_KEYS}
+        """The flat record of report.json and task.json (`RECORD_KEYS`), and ``head_lr_scale`` where it is not
+        1 (so that the records, and the resumes, of runs from before it was a setting stay as they were)."""
+        out = {name: getattr(self, name) for name in RECORD_KEYS}
+        if self.optim.head_lr_scale != 1:
+            out["head_lr_scale"] = self.optim.head_lr_scale
+        return out
 
     def sections(self) -> dict[str, dict[str, Any]]:
         """``{section: {field: value}}``: what ``--print-config`` prints and ``--config`` reads."""

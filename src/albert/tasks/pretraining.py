@@ -424,22 +424,15 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
 
 
 def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optimizer, Any]:
-    """The one builder (`albert.optim.build_training`) with the run's settings; ``optim.head_lr_scale``
-    scales the lr of the parts `HEAD_PARTS` names."""
+    """The one builder (`albert.optim.build_training`) with the run's settings (``optim.head_lr_scale``
+    scales the lr of mlm.*, sop.* and the pooler there)."""
     from albert.optim import build_training
-    from albert.tasks.pretraining_init import HEAD_PARTS
 
     o, s = cfg.optim, cfg.schedule
-    lr_scales = {prefix: o.head_lr_scale for prefix in HEAD_PARTS.values()} if o.head_lr_scale != 1 else None
-    if lr_scales:
-        logger.info("optim.head_lr_scale %g: the heads and the pooler (%s) train at lr %g", o.head_lr_scale, ", ".join(
-            f"{p}*" for p in HEAD_PARTS.values()), o.lr * o.head_lr_scale)  # fmt: skip
     assert s.total_steps is not None  # validate() refuses null in pretraining
     total, warmup = s.steps()
     budget_s = float(cfg.run.max_time_minutes or 0) * 60 or None
-    return build_training(
-        model, o, s, total_steps=total, warmup_steps=warmup, budget_s=budget_s, lr_scales=lr_scales
-    )
+    return build_training(model, o, s, total_steps=total, warmup_steps=warmup, budget_s=budget_s)
 
 
 def _log_start(

@@ -3,7 +3,7 @@ it (``albert pretrain``).
 
 A `PretrainConfig` has five sections: ``model`` (preset + overrides), ``data``, ``optim``, ``schedule`` and
 ``run``; the last three are the settings fine-tuning shares (`albert.train.settings`), extended here by
-what only pretraining has (``optim.head_lr_scale``, ``run.global_batch_size`` ...). It resolves in this
+what only pretraining has (``run.global_batch_size`` ...). It resolves in this
 order, later wins:
 
 1. a recipe (`RECIPES`: the paper's albert-base/large/xlarge/xxlarge settings, ``demo``, ``smoke``);
@@ -86,15 +86,6 @@ class DataOptions:
 
 
 @dataclass
-class PretrainOptim(OptimSettings):
-    head_lr_scale: float = 1.0
-    """multiplier of the lr for the pretraining heads and the pooler under the SOP head (mlm.*, sop.*,
-    albert.pooler.*; the tied word embeddings are the encoder's): >1 lets parts that start from random or
-    were never trained (--model from an encoder without heads) catch up with an encoder that already reads,
-    instead of learning at its small continued-pretraining lr (the original has one lr: 1.0)"""
-
-
-@dataclass
 class PretrainRun(RunSettings):
     global_batch_size: int = 4096
     """sequences per optimizer step over all ranks (paper: 4096)"""
@@ -112,7 +103,7 @@ def _pretrain_run() -> PretrainRun:
 class PretrainConfig:
     model: ModelOptions = field(default_factory=ModelOptions)
     data: DataOptions = field(default_factory=DataOptions)
-    optim: PretrainOptim = field(default_factory=PretrainOptim)
+    optim: OptimSettings = field(default_factory=OptimSettings)
     schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
     run: PretrainRun = field(default_factory=_pretrain_run)
 
@@ -184,11 +175,6 @@ class PretrainConfig:
              f"must be in (0, 1), got {d.masked_lm_prob}")  # fmt: skip
         need(d.max_predictions_per_seq is None or d.max_predictions_per_seq >= 1, "data.max_predictions_per_seq",
              f"must be at least 1, got {d.max_predictions_per_seq}")  # fmt: skip
-        need(
-            self.optim.head_lr_scale > 0,
-            "optim.head_lr_scale",
-            f"must be > 0, got {self.optim.head_lr_scale}",
-        )
         need(m.preset in PRESETS, "model.preset", f"{m.preset!r} unknown; known: {', '.join(PRESETS)}")
         return out
 
@@ -233,7 +219,7 @@ PATH_FIELDS = (
 SECTIONS: dict[str, type] = {
     "model": ModelOptions,
     "data": DataOptions,
-    "optim": PretrainOptim,
+    "optim": OptimSettings,
     "schedule": ScheduleSettings,
     "run": PretrainRun,
 }

@@ -76,6 +76,12 @@ class OptimSettings:
     """Adam / LAMB epsilon (original optimization.py: 1e-6)"""
     max_grad_norm: float | None = 1.0
     """global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); null: none"""
+    head_lr_scale: float = 1.0
+    """multiplier of the lr for the parts on top of the encoder and its pooler: every parameter outside
+    albert.* (pretraining: mlm.*, sop.*; fine-tuning: the task head) and albert.pooler.*. >1 lets parts
+    that start from random or were never trained (a classifier on a pretrained encoder; heads added to an
+    encoder loaded with --model; a sentence-embedding model's unused pooler) catch up with an encoder
+    that already reads (the original has one lr: 1.0)"""
 
 
 @dataclass
@@ -183,6 +189,7 @@ SHARED_FLAGS: dict[str, str] = {
     "weight_decay": "optim.weight_decay",
     "adam_epsilon": "optim.eps",
     "max_grad_norm": "optim.max_grad_norm",
+    "head_lr_scale": "optim.head_lr_scale",
     "train_steps": "schedule.total_steps",
     "warmup_steps": "schedule.warmup_steps",
     "warmup_fraction": "schedule.warmup_fraction",
@@ -245,6 +252,7 @@ RULES: dict[type, list[Rule]] = {
         ("beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
         ("eps", above(0), "greater than 0"),
         ("max_grad_norm", above(0), "greater than 0 (or null: no clipping)"),
+        ("head_lr_scale", above(0), "greater than 0"),
     ],
     ScheduleSettings: [
         ("total_steps", at_least(1), "at least 1 (or null: use epochs)"),
