@@ -217,6 +217,7 @@ def plot(work: Path, png: Path) -> None:
                 f"pretraining {run.name} (its SOP loss)" if kind == "pretrain" else f"supervised {run.name}"
             )
             label += " (NSP: the positive control)" if run.name.startswith("nsp-") else ""
+            label += " (SOP)" if kind == "finetune" and run.name.startswith("lr") else ""
             ax.plot([r["step"] for r in rows], [r[key] for r in rows], style, lw=1, ms=3, label=label)
     ax.axhline(math.log(2), color="grey", lw=1, alpha=0.6, label="ln 2 = 0.693 (chance)")
     ax.set(xlabel="optimizer step (batch 32 pairs)", ylabel="training pair loss (mean since the last log)",
