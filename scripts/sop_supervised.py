@@ -221,7 +221,7 @@ def plot(work: Path, png: Path) -> None:
             ax.plot([r["step"] for r in rows], [r[key] for r in rows], style, lw=1, ms=3, label=label)
     ax.axhline(math.log(2), color="grey", lw=1, alpha=0.6, label="ln 2 = 0.693 (chance)")
     ax.set(xlabel="optimizer step (batch 32 pairs)", ylabel="training pair loss (mean since the last log)",
-           title="MiniLM on sentence order: supervised fine-tuning vs continued pretraining")  # fmt: skip
+           title="MiniLM on sentence pairs: the training loss of each run")  # fmt: skip
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
