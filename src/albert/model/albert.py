@@ -16,7 +16,7 @@ from torch import nn
 
 from albert.config import AlbertConfig
 from albert.model.embeddings import Embeddings
-from albert.model.encoder import Encoder, attention_mask_for_sdpa, init_weights
+from albert.model.encoder import Encoder, attention_mask_for_sdpa, init_weights, real_tokens
 
 M = TypeVar("M", bound="PreTrainedModule")
 
@@ -129,6 +129,13 @@ class AlbertModel(PreTrainedModule):
     ) -> Output:
         reject_unknown_inputs(self, unknown)
         x = self.embeddings(input_ids, token_type_ids)  # (B, T, H)
-        x = self.encoder(x, attention_mask_for_sdpa(attention_mask))  # (B, T, H)
+        mask = attention_mask_for_sdpa(attention_mask)
+        keep = real_tokens(attention_mask)  # None: padding kept (outside `skip_padding`)
+        if keep is None:
+            x = self.encoder(x, mask)  # (B, T, H)
+        else:  # the encoder on the N real tokens only, scattered back with 0 at padded positions
+            b, t, h = x.shape
+            x = self.encoder(x.reshape(b * t, h).index_select(0, keep), mask, keep)  # (N, H)
+            x = x.new_zeros(b * t, h).index_copy_(0, keep, x).view(b, t, h)  # (B, T, H)
         pooled = torch.tanh(self.pooler(x[:, 0])) if self.pooler is not None else None  # (B, H)
         return Output(sequence_output=x, pooled_output=pooled)

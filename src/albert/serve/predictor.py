@@ -10,8 +10,10 @@ One object for `albert serve` (each micro-batch of concurrent requests is one `P
 * the task is rebuilt from the model directory's task.json (`albert.tasks.rundir.load_finetuned`), so
   inputs, labels, thresholds and output rows are exactly those of `albert predict` / `albert evaluate`;
 * a batch is featurized at once (`albert.export.runtime.featurize`: one tokenizer call for
-  classification), run in length-sorted sub-batches of at most ``batch_size``, cut where padding and
-  calls cost least (`albert.tasks.base.predict`, ``CALL_COST_TOKENS``), and put back in input order;
+  classification), run in length-sorted sub-batches of at most ``batch_size`` and put back in input order.
+  The torch backend skips padding (`albert.model.encoder.skip_padding`: a call costs its real tokens), so
+  its sub-batches are full; ONNX Runtime runs the padded graph, so its sub-batches are cut where padding
+  and calls cost least (`albert.tasks.base.predict`, ``CALL_COST_TOKENS``);
 * backends: ``torch`` (fp32, or ``int8``: torch.ao dynamic int8 Linear layers) and ``onnx`` (ONNX
   Runtime on ``model.onnx`` / ``model.int8.onnx`` of an `albert export onnx` directory; a model
   directory without them is exported to a temporary directory at load time).
@@ -160,7 +162,8 @@ class Predictor:
             self.predict_fn,
             batch_size=self.batch_size,
             pad_id=pad_id_of(tokenizer),
-            call_cost_tokens=CALL_COST_TOKENS,
+            # torch skips padding: one full call beats length-cut ones (their few rows run the GEMMs slower)
+            call_cost_tokens=None if self.backend == "torch" else CALL_COST_TOKENS,
         )
         return self.task.postprocess(outputs, examples, features)
 

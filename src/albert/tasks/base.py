@@ -443,8 +443,9 @@ def model_predict_fn(
     fp32_linear: str | None = None,
 ) -> PredictFn:
     """THE torch predict function (fine-tuning's dev evaluation, `albert evaluate`, `albert predict`,
-    `albert serve`, the metrics of `albert export onnx`): eval mode, no grad, only the model's inputs, and
-    the outputs asked for, moved to the CPU as float32 arrays.
+    `albert serve`, the metrics of `albert export onnx`): eval mode, no grad, padding skipped
+    (`albert.model.encoder.skip_padding`: a padded batch costs its real tokens), only the model's inputs,
+    and the outputs asked for, moved to the CPU as float32 arrays.
 
     Args:
         model: a module whose forward(**batch) returns a mapping (our `Output`).
@@ -459,6 +460,7 @@ def model_predict_fn(
 
     import torch
 
+    from albert.model.encoder import skip_padding
     from albert.model.fp32_linear import choose_fp32_linear
     from albert.model.fp32_linear import fp32_linear as linear_backend
 
@@ -473,7 +475,7 @@ def model_predict_fn(
     def predict_fn(batch: Batch) -> dict[str, Any]:
         model.eval()
         inputs = {k: v.to(device) for k, v in batch.items() if k in PREDICT_INPUTS}
-        with linear_backend(backend) if backend else contextlib.nullcontext():
+        with linear_backend(backend) if backend else contextlib.nullcontext(), skip_padding():
             out = model(**inputs)
         names = keys or [k for k, v in out.items() if torch.is_tensor(v) and k != "loss" and v.dim() > 0]
         return {k: out[k].detach().float().cpu().numpy() for k in names}
