@@ -49,6 +49,7 @@ def main() -> int:
 
     import torch
 
+    from albert.config import PRESETS
     from albert.model import AlbertForSequenceClassification
     from albert.model.encoder import skip_padding
     from albert.model.fp32_linear import choose_fp32_linear, fp32_linear
@@ -56,6 +57,8 @@ def main() -> int:
     from albert.tasks.collate import cheapest_batches
     from albert.tokenizer import load_tokenizer
 
+    if args.preset not in PRESETS:
+        ap.error(f"--preset {args.preset!r} is not a preset: one of {', '.join(sorted(PRESETS))}")
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {args.threads}, preset {args.preset} (random weights), fp32")
     print(f"cpu: {cpu_flags_line()}")
