@@ -5,8 +5,9 @@ Cases (albert-base by default):
   * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
     in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW and the trainer's
     autocast -- in fp32 on a CPU the linear layers on the library `albert.model.fp32_linear` measures
-    fastest, under bf16 on a CPU without AMX attention in fp32; transformers: a plain ``torch.optim.AdamW``
-    and ``torch.autocast``);
+    fastest, under bf16 on a CPU without AMX attention in fp32; glibc malloc keeping freed memory,
+    `albert.train.allocator`; transformers: a plain ``torch.optim.AdamW``, ``torch.autocast`` and the
+    allocator's defaults);
   * AlbertModel inference at 32x128 (fp32).
 
 First it prints the CPU's vendor and GEMM-relevant flags, its capability (torch's dispatch level and whether
@@ -110,9 +111,12 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
         train_batch = dict(batch, labels=labels, sentence_order_label=sop)
     model.to(device)
-    if impl == "ours":  # what the trainer runs: its autocast, fp32 linear library and attention precision
+    if impl == "ours":  # the trainer's autocast, fp32 linear library, attention precision and allocator
         from albert.model.fp32_linear import choose_fp32_linear
+        from albert.train.allocator import keep_freed_memory
         from albert.train.parallelize import autocast
+
+        keep_freed_memory()  # this process is ours alone (each case and implementation runs in its own)
 
         dev, dtype = torch.device(device), torch.bfloat16 if precision == "bf16" else None
         linear = choose_fp32_linear("auto") if dtype is None and dev.type == "cpu" else "torch"

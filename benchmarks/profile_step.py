@@ -5,9 +5,11 @@ loss, backward and optimizer step, the operators grouped into kinds (GEMM, atten
     python benchmarks/profile_step.py                                   # albert-small, 32x128, fp32, adamw
     python benchmarks/profile_step.py --preset albert-base-v2 --batch 8 --precision bf16 --optimizer lamb
     python benchmarks/profile_step.py --ops 30                          # also the 30 costliest operators
+    python benchmarks/profile_step.py --batch 16 --vocab 16000 --predictions 38   # the demo recipe's step
 
 The step is the trainer's: its autocast at the given precision (`albert.train.parallelize.autocast`),
-gradient clipping at 1.0, the optimizer of `albert.optim.build_optimizer`. Self CPU time is summed per
+gradient clipping at 1.0, the optimizer of `albert.optim.build_optimizer`, the allocator setting of
+`albert.train.allocator` (``ALBERT_MALLOC=system`` profiles glibc's defaults). Self CPU time is summed per
 operator, so an operator that calls another (a linear calling addmm) is counted once, in the callee.
 """
 
@@ -71,6 +73,12 @@ def main() -> int:
     ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--optimizer", choices=("adamw", "adamw_original", "lamb"), default="adamw")
     ap.add_argument("--vocab", type=int, help="vocabulary size (default: the preset's)")
+    ap.add_argument(
+        "--predictions",
+        type=int,
+        help="masked positions per sequence (default: the original's 20 per 128 tokens, at most 15%%; "
+        "the demo recipe masks 30%% up to 40, about 38 per sequence)",
+    )
     ap.add_argument("--steps", type=int, default=3, help="profiled steps (after 2 warm-up steps)")
     ap.add_argument("--ops", type=int, default=0, help="also print the N costliest operators")
     args = ap.parse_args()
@@ -81,7 +89,9 @@ def main() -> int:
     from albert.config import AlbertConfig
     from albert.model import AlbertForPreTraining
     from albert.optim import build_optimizer
+    from albert.train.allocator import keep_freed_memory
 
+    keep_freed_memory()  # as `albert pretrain` does (ALBERT_MALLOC=system: glibc's defaults)
     torch.manual_seed(0)
     overrides = {"vocab_size": args.vocab} if args.vocab else {}
     config = AlbertConfig.from_preset(args.preset, **overrides)
@@ -91,6 +101,12 @@ def main() -> int:
     types[:, t // 2 :] = 1
     labels = torch.full_like(ids, -100)
     n_mask = max(1, min(round(0.15 * t), 20 * t // 128))  # the original's max_predictions_per_seq 20 per 128
+    if args.predictions is not None:
+        if not 1 <= args.predictions <= t - 2:
+            ap.error(
+                f"--predictions must be in 1..{t - 2} (the sequence's positions between [CLS] and [SEP])"
+            )
+        n_mask = args.predictions
     for row in range(b):
         pos = torch.randperm(t - 2)[:n_mask] + 1
         labels[row, pos] = ids[row, pos]
@@ -139,7 +155,8 @@ def main() -> int:
             continue
         by_kind[kind_of(e.key)] += e.self_cpu_time_total / args.steps / 1e3
     total = sum(by_kind.values())
-    print(f"{args.preset} {b}x{t} {args.precision} {args.optimizer}, threads {torch.get_num_threads()}: "
+    print(f"{args.preset} {b}x{t}, {n_mask} masked per sequence, {args.precision} {args.optimizer}, "
+          f"threads {torch.get_num_threads()}: "
           f"{total:.1f} ms per step (self CPU time)")  # fmt: skip
     print("phases: " + ", ".join(f"{k} {v:.1f} ms" for k, v in phases.items()))
     for kind, ms in sorted(by_kind.items(), key=lambda kv: -kv[1]):

@@ -68,7 +68,18 @@ def test_plateau_only_after_a_quarter_of_the_budget(tmp_path: Path) -> None:
     mon.on_train_record({"step": 40, "loss": 7.0, "mlm_accuracy": 0.06})  # 40%, 1.2x the rate
     mon.on_eval(40, {"eval_mlm_accuracy": 0.06}, _model())
     assert [e["kind"] for e in mon.events] == ["plateau"]
-    assert "train longer" in mon.events[0]["advice"]
+    assert "train longer" in mon.events[0]["advice"] and "mlm_bias_init=unigram" in mon.events[0]["advice"]
+
+
+def test_plateau_advice_leaves_out_the_unigram_bias_a_run_already_has(tmp_path: Path) -> None:
+    mon = HealthMonitor(0.05, 1.5, None, lambda r: r["step"] / 100, tmp_path, unigram_bias=True)
+    mon.on_train_record({"step": 40, "loss": 7.0, "mlm_accuracy": 0.06})  # 40%, 1.2x the rate
+    advice = mon.events[0]["advice"]
+    assert (
+        "mlm_bias_init" not in advice
+        and advice.startswith("the model predicts")
+        and "Try: train longer" in advice
+    )
 
 
 def test_spike_against_the_recent_median_and_divergence(tmp_path: Path) -> None:

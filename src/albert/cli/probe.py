@@ -154,10 +154,12 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     from albert.tasks.probe import ProbeConfig, run_probe
+    from albert.train.allocator import keep_freed_memory
 
     _check(args)
     if args.threads:
         torch.set_num_threads(args.threads)
+    keep_freed_memory()
     config = ProbeConfig(
         pooling=args.pooling,
         max_seq_length=args.max_seq_length,

@@ -25,6 +25,7 @@ from albert.tasks.base import Example, ModelDirError, PredictFn, Task, model_pre
 from albert.tasks.classification import ClassificationTask
 from albert.tasks.collate import Batch, Feature
 from albert.tasks.rundir import FineTuned
+from albert.train.allocator import keep_freed_memory
 
 
 def featurize(
@@ -67,6 +68,7 @@ def load_torch_model(finetuned: FineTuned, int8: bool, threads: int | None, devi
         )
     if threads:
         torch.set_num_threads(int(threads))
+    keep_freed_memory()  # each batch's activations reuse freed memory (albert.train.allocator)
     if int8 and device not in (None, "cpu"):
         raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
     model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head

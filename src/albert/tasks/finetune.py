@@ -102,6 +102,7 @@ def finetune(
     `albert._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
     stopped before its first checkpoint starts it over (`rundir.check_output_dir`).
     """
+    from albert.train.allocator import keep_freed_memory
     from albert.train.distributed import init_distributed
 
     out = output_path(output_dir)  # a symlinked --output: its target is the run directory
@@ -111,6 +112,7 @@ def finetune(
         import torch
 
         torch.set_num_threads(cfg.run.threads)
+    keep_freed_memory()  # each step's large tensors reuse freed memory (albert.train.allocator)
     dist = init_distributed(cfg.run.device)
     # One run at a time in a directory: the lock, then the check again under it (another run may have
     # started in between). The kernel releases it however this process ends.

@@ -195,6 +195,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     Writes ``RUN_DIR/run_config.json``, ``metrics.jsonl``, ``checkpoints/`` and, when the run completes or
     hits its time budget, the final model directory ``RUN_DIR/model`` (with the tokenizer when given).
     """
+    from albert.train.allocator import keep_freed_memory
     from albert.train.distributed import destroy_distributed, init_distributed, rank_zero_logging
 
     cfg.validate()
@@ -204,6 +205,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
         raise ConfigError("run.run_dir is required (the run directory; flag --output)")
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
+    keep_freed_memory()  # each step's large tensors reuse freed memory (albert.train.allocator)
     info = init_distributed(cfg.run.device)
     rank_zero_logging(info)
     try:
@@ -304,7 +306,8 @@ def _health_monitor(
             done = max(done, float(record.get("elapsed_s", 0.0)) / tcfg.max_time_s)
         return done
 
-    return HealthMonitor(rate, PLATEAU_RATIO, probe, progress, run_dir)
+    unigram = cfg.model.mlm_bias_init == "unigram"
+    return HealthMonitor(rate, PLATEAU_RATIO, probe, progress, run_dir, unigram_bias=unigram)
 
 
 # A masked-LM accuracy below this multiple of the most-frequent-token rate: the model predicts token

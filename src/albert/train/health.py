@@ -46,12 +46,16 @@ COLLAPSE_RATIO = 0.2
 SPIKE_FACTOR = 1.5
 SPIKE_WINDOW = 10
 
+# the plateau's first tip, left out of the advice of a run that already has it
+UNIGRAM_BIAS_TIP = (
+    "model.mlm_bias_init=unigram (the output bias starts at the label frequencies, so the encoder is not bent "
+    "to learn them: it took the Chinese demo off this plateau, docs/chinese.md); "
+)
 ADVICE = {
-    "plateau": "the model predicts token frequencies, not tokens in context. Try: model.mlm_bias_init=unigram "
-    "(the output bias starts at the label frequencies, so the encoder is not bent to learn them: it took the "
-    "Chinese demo off this plateau, docs/chinese.md); train longer; a higher peak lr with warmup (the demo: "
-    "AdamW 1e-3); a smaller batch for more updates; check that the masks are not degenerate (`albert data "
-    "stats`). Fine-tuning from such a model can do worse than random init",
+    "plateau": f"the model predicts token frequencies, not tokens in context. Try: {UNIGRAM_BIAS_TIP}train "
+    "longer; a higher peak lr with warmup (the demo: AdamW 1e-3); a smaller batch for more updates; check that "
+    "the masks are not degenerate (`albert data stats`). Fine-tuning from such a model can do worse than "
+    "random init",
     "collapse": "the encoder gives (almost) the same vector for every input. Try: a lower peak lr or a "
     "longer warmup; fp32 instead of fp16; check the data for long runs of one token; resume from an earlier "
     "checkpoint",
@@ -117,6 +121,8 @@ class HealthMonitor:
         probe_batch: a fixed batch of held-out sequences for the spread (None: no collapse check).
         budget: a function giving how far through its budget the run is (0..1) from a training record.
         run_dir: where ``health.json`` goes (None: nowhere).
+        unigram_bias: the run's masked-LM bias started at the unigram frequencies (``model.mlm_bias_init``),
+            so the plateau's advice does not suggest it.
     """
 
     def __init__(
@@ -126,7 +132,9 @@ class HealthMonitor:
         probe_batch: Mapping[str, torch.Tensor] | None,
         budget: Any,
         run_dir: str | Path | None = None,
+        unigram_bias: bool = False,
     ) -> None:
+        self.unigram_bias = unigram_bias
         self.most_frequent_rate = most_frequent_rate
         self.plateau_ratio = plateau_ratio
         self.probe_batch = probe_batch
@@ -196,8 +204,11 @@ class HealthMonitor:
     def _event(self, kind: str, step: int, what: str) -> None:
         if any(e["kind"] == kind for e in self.events):
             return  # once per kind
-        self.events.append({"kind": kind, "step": step, "what": what, "advice": ADVICE[kind]})
-        logger.warning("health: %s: %s", what, ADVICE[kind])
+        advice = ADVICE[kind]
+        if kind == "plateau" and self.unigram_bias:
+            advice = advice.replace(UNIGRAM_BIAS_TIP, "")
+        self.events.append({"kind": kind, "step": step, "what": what, "advice": advice})
+        logger.warning("health: %s: %s", what, advice)
         self.write()
 
     def write(self) -> None:

@@ -1,0 +1,131 @@
+"""The allocator setting (albert.train.allocator): freed memory reused, measured by page faults; the
+user's own choices and other C libraries left alone; a bad ALBERT_MALLOC refused."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from albert.cli.main import main as cli
+from albert.config import ConfigError
+from albert.train import allocator
+
+GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+
+# A 64 MiB tensor (over glibc's largest dynamic mmap threshold, 32 MiB) written, freed and written again:
+# the minor page faults of the second write. Default glibc unmaps the first block, so the second is new
+# memory (16,384 pages of 4 KiB); kept, the second write reuses the first block's pages.
+SECOND_WRITE_FAULTS = """
+import resource, sys, torch
+from albert.train.allocator import keep_freed_memory
+print(keep_freed_memory(), file=sys.stderr)
+x = torch.empty(16 << 20); x.fill_(1.0); del x
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+y = torch.empty(16 << 20); y.fill_(2.0)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _second_write_faults(choice: str) -> int:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_") and k != "LD_PRELOAD"}
+    env["ALBERT_MALLOC"] = choice
+    out = subprocess.run([sys.executable, "-c", SECOND_WRITE_FAULTS], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return int(out.stdout.split()[-1])
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc malloc only")
+def test_freed_memory_is_reused_without_page_faults() -> None:
+    kept, system = _second_write_faults("keep"), _second_write_faults("system")
+    assert system > 8000  # 16,384 pages touched anew (fewer if the kernel maps some huge pages)
+    assert kept < 500, f"kept: {kept} page faults for a block that was just freed (system: {system})"
+
+
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """A first call of keep_freed_memory in this process, with no allocator setting in the environment,
+    on glibc; the mallopt calls it makes (recorded, not made)."""
+    monkeypatch.setattr(allocator, "_outcome", None)
+    for name in (allocator.ENV, "LD_PRELOAD", "GLIBC_TUNABLES", *allocator._GLIBC_ENV):
+        monkeypatch.delenv(name, raising=False)
+    calls: list[tuple[int, int]] = []
+
+    class FakeLibc:
+        def mallopt(self, param: int, value: int) -> int:
+            calls.append((param, value))
+            return 1
+
+    monkeypatch.setattr(allocator.ctypes, "CDLL", lambda *a, **k: FakeLibc())
+    monkeypatch.setattr(allocator.platform, "system", lambda: "Linux")
+    monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("glibc", "2.36"))
+    return calls
+
+
+def test_sets_both_thresholds_once(calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    line = allocator.keep_freed_memory()
+    assert "keeps freed blocks up to 1 GiB" in line and "ALBERT_MALLOC=system" in line
+    assert calls == [(-3, 1 << 30), (-1, (1 << 31) - 1)]
+    assert allocator.keep_freed_memory() == line and len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "why"),
+    [
+        ("ALBERT_MALLOC", "system", "ALBERT_MALLOC=system"),
+        ("LD_PRELOAD", "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2", "jemalloc is preloaded"),
+        ("LD_PRELOAD", "libtcmalloc_minimal.so.4", "tcmalloc is preloaded"),
+        ("MALLOC_TRIM_THRESHOLD_", "100000", "MALLOC_TRIM_THRESHOLD_"),
+        ("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=65536", "GLIBC_TUNABLES"),
+    ],
+)
+def test_the_users_own_choice_is_left_alone(
+    calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch, name: str, value: str, why: str
+) -> None:
+    monkeypatch.setenv(name, value)
+    line = allocator.keep_freed_memory()
+    assert line.startswith("allocator: left as it is") and why in line
+    assert calls == []
+
+
+def test_other_c_libraries_are_left_alone(
+    calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(allocator.platform, "libc_ver", lambda: ("", ""))
+    assert "not glibc" in allocator.keep_freed_memory()
+    monkeypatch.setattr(allocator, "_outcome", None)
+    monkeypatch.setattr(allocator.platform, "system", lambda: "Darwin")
+    assert "not glibc (Darwin" in allocator.keep_freed_memory()
+    assert calls == []
+
+
+def test_a_refused_threshold_is_said(calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        allocator.ctypes, "CDLL", lambda *a, **k: type("L", (), {"mallopt": lambda s, p, v: 0})()
+    )
+    assert allocator.keep_freed_memory() == "allocator: left as it is (mallopt refused the thresholds)"
+
+
+def test_a_bad_value_names_the_variable(
+    calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ALBERT_MALLOC", "jemalloc")
+    with pytest.raises(ConfigError, match=r"ALBERT_MALLOC='jemalloc': must be 'keep' or 'system'"):
+        allocator.keep_freed_memory()
+    assert calls == []
+
+
+def test_the_cli_refuses_a_bad_value_in_one_line_before_writing(
+    calls: list[tuple[int, int]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("ALBERT_MALLOC", "off")
+    run_dir = tmp_path / "run"
+    argv = ["pretrain", "--recipe", "smoke", "--data-dir", str(tmp_path), "--output", str(run_dir)]
+    assert cli(argv) == 1
+    err = capsys.readouterr().err
+    assert err == "albert pretrain: error: environment variable ALBERT_MALLOC='off': must be 'keep' or 'system'\n"
+    assert not run_dir.exists() and calls == []
