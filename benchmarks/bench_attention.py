@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""Attention under bf16 autocast on a CPU: bf16 or fp32 SDPA, side by side in one run (issue 24).
+"""Attention under bf16 autocast on a CPU: torch's bf16 SDPA, SDPA in fp32, or bf16 GEMMs around an fp32
+softmax, side by side in one run (issue 24).
 
 Two parts:
 
-1. torch's SDPA kernels alone, (B, 12 heads, T, 64) with a padding mask, forward + backward and forward only:
-   the flash kernel in bf16, the flash kernel in fp32, and the math kernel in bf16. On a CPU without AMX the
-   bf16 flash kernel was the slower one (2-core AMD EPYC with avx512_bf16, one thread: 8x128 forward +
-   backward 66 ms vs 37 in fp32), which is why the trainer runs attention in fp32 there
-   (`albert.train.parallelize.attention_fp32`).
-2. The whole training step (forward, MLM + SOP loss, backward, AdamW) under bf16 autocast, with attention in
-   bf16 and in fp32 (`albert.model.encoder.cpu_attention_in_fp32`), the two taking turns step by step in one
-   process, so that a drifting machine hits both alike. Prints both medians and their ratio.
+1. The kernels alone, (B, 12 heads, T, 64) with a padding mask, forward + backward and forward only: torch's
+   flash kernel in bf16, the flash kernel in fp32 (inputs upcast, output cast back, as
+   ``cpu_attention("fp32")`` runs it), the math kernel in bf16, and attention as bf16 GEMMs
+   (`albert.model.encoder.attention_by_gemms`), the four taking turns call by call. On a CPU without AMX the
+   bf16 flash kernel was the slowest in training (2-core AMD EPYC with avx512_bf16, one thread: 8x128
+   forward + backward 66 ms vs 37 in fp32), which is why the trainer does not run it there
+   (`albert.train.parallelize.cpu_attention_rule`).
+2. The whole training step (forward, MLM + SOP loss, backward, AdamW) under bf16 autocast with attention each
+   of three ways (`albert.model.encoder.cpu_attention`: None = torch's bf16 SDPA, "fp32", "gemms"), taking
+   turns step by step in one process, so that a drifting machine hits all alike. Prints the medians, the
+   ratios to the gemms step and the paired differences with two standard errors.
 
     python benchmarks/bench_attention.py                          # albert-base 8x128, 2 threads
-    python benchmarks/bench_attention.py --preset albert-small --batch 32 --threads 1 --steps 8
+    python benchmarks/bench_attention.py --preset albert-base-v2 --batch 4 --seq 512 --steps 6 --part step
     python benchmarks/bench_attention.py --part kernels
 """
 
@@ -30,34 +34,53 @@ def kernels(threads: int, reps: int) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    def timed(b: int, t: int, dtype: torch.dtype, train: bool, backend: SDPBackend) -> float:
-        q, k, v = (torch.randn(b, 12, t, 64, dtype=dtype, requires_grad=train) for _ in range(3))
+    from albert.model.encoder import attention_by_gemms
+
+    def flash(q, k, v, mask):  # type: ignore[no-untyped-def]
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    def flash_fp32(q, k, v, mask):  # type: ignore[no-untyped-def]
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
+
+    def math(q, k, v, mask):  # type: ignore[no-untyped-def]
+        with sdpa_kernel(SDPBackend.MATH):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+    ways = {
+        "flash bf16": flash,
+        "flash fp32": flash_fp32,
+        "math bf16": math,
+        "gemms bf16": lambda q, k, v, mask: attention_by_gemms(q, k, v, mask, 0.0),
+    }
+
+    def timed(b: int, t: int, train: bool) -> dict[str, float]:
+        q, k, v = (torch.randn(b, 12, t, 64, dtype=torch.bfloat16, requires_grad=train) for _ in range(3))
         mask = torch.ones(b, 1, 1, t, dtype=torch.bool)
         mask[0, ..., t // 2 :] = False  # one padded sequence, as in a real batch
-        times = []
-        with sdpa_kernel(backend):
-            for i in range(reps + 1):
+        times: dict[str, list[float]] = {name: [] for name in ways}
+        for i in range(reps + 1):
+            for name, way in ways.items():
                 t0 = time.perf_counter()
                 if train:
-                    F.scaled_dot_product_attention(q, k, v, attn_mask=mask).sum().backward()
+                    way(q, k, v, mask).sum().backward()
                 else:
                     with torch.no_grad():
-                        F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-                if i:  # the first call is a warm-up
-                    times.append(time.perf_counter() - t0)
-        return statistics.median(times) * 1e3
+                        way(q, k, v, mask)
+                if i:  # the first round is a warm-up
+                    times[name].append(time.perf_counter() - t0)
+        return {name: statistics.median(ts) * 1e3 for name, ts in times.items()}
 
-    print(f"SDPA kernels, heads 12 x 64, one padded sequence, threads {threads}, median of {reps} (ms)")
-    print(f"  {'shape':<16s} {'flash bf16':>11s} {'flash fp32':>11s} {'math bf16':>10s}  fp32 / bf16 flash")
-    for b, t in ((8, 128), (32, 128), (4, 512)):
+    print(f"attention kernels, heads 12 x 64, one padded sequence, threads {threads}, median of {reps} (ms)")
+    print(f"  {'shape':<16s}" + "".join(f"{name:>12s}" for name in ways) + "   gemms vs the best other")
+    for b, t in ((8, 128), (32, 128), (4, 256), (4, 512)):
         for train in (True, False):
-            fb = timed(b, t, torch.bfloat16, train, SDPBackend.FLASH_ATTENTION)
-            ff = timed(b, t, torch.float32, train, SDPBackend.FLASH_ATTENTION)
-            mb = timed(b, t, torch.bfloat16, train, SDPBackend.MATH)
+            ms = timed(b, t, train)
+            best_other = min(v for name, v in ms.items() if name != "gemms bf16")
             what = f"{b}x{t} {'fwd+bwd' if train else 'fwd'}"
-            print(
-                f"  {what:<16s} {fb:11.1f} {ff:11.1f} {mb:10.1f}  {fb / ff:.2f}x faster in fp32", flush=True
-            )
+            cells = "".join(f"{ms[name]:12.1f}" for name in ways)
+            print(f"  {what:<16s}{cells}   {best_other / ms['gemms bf16']:.2f}x", flush=True)
 
 
 def step(preset: str, batch: int, seq: int, steps: int) -> None:
@@ -65,7 +88,7 @@ def step(preset: str, batch: int, seq: int, steps: int) -> None:
 
     from albert.config import AlbertConfig
     from albert.model import AlbertForPreTraining
-    from albert.model.encoder import cpu_attention_in_fp32
+    from albert.model.encoder import cpu_attention
     from albert.optim import build_optimizer
 
     torch.manual_seed(0)
@@ -74,35 +97,47 @@ def step(preset: str, batch: int, seq: int, steps: int) -> None:
     labels = torch.full_like(ids, -100)
     n_mask = max(1, min(round(0.15 * seq), 20 * seq // 128))  # the original's 20 predictions per 128
     labels[:, 1 : 1 + n_mask] = ids[:, 1 : 1 + n_mask]
+    mask = torch.ones_like(ids)
+    mask[0, seq // 2 :] = 0  # one padded sequence
     data = dict(
         input_ids=ids,
         token_type_ids=torch.zeros_like(ids),
-        attention_mask=torch.ones_like(ids),
+        attention_mask=mask,
         mlm_labels=labels,
         sop_labels=torch.randint(0, 2, (batch,)),
     )
     model = AlbertForPreTraining(config).train()
     opt = build_optimizer(model, "adamw", 1e-4)
+    modes: dict[str, str | None] = {"bf16 SDPA": None, "fp32 SDPA": "fp32", "gemms": "gemms"}
 
-    def one(fp32: bool) -> float:
+    def one(mode: str | None) -> float:
         t0 = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16), cpu_attention_in_fp32(fp32):
+        with torch.autocast("cpu", dtype=torch.bfloat16), cpu_attention(mode):
             loss = model(**data)["loss"]
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
         return time.perf_counter() - t0
 
-    one(False), one(True)  # warm-up (and the optimizer state)
-    times: dict[bool, list[float]] = {False: [], True: []}
+    for mode in modes.values():  # warm-up (and the optimizer state)
+        one(mode)
+    times: dict[str, list[float]] = {name: [] for name in modes}
     for _ in range(steps):
-        for upcast in (False, True):
-            times[upcast].append(one(upcast))
-    bf16, fp32 = statistics.median(times[False]), statistics.median(times[True])
+        for name, mode in modes.items():
+            times[name].append(one(mode))
     print(f"training step, {preset} {batch}x{seq}, bf16 autocast, AdamW, {steps} steps each, taking turns:")
-    print(f"  attention in bf16 {bf16:.3f} s, in fp32 {fp32:.3f} s: fp32 attention {bf16 / fp32:.3f}x")
-    faster = sum(f < b for b, f in zip(times[False], times[True]))
-    print(f"  fp32 attention was the faster of the pair in {faster} of {steps} turns")
+    gemms = times["gemms"]
+    for name, ts in times.items():
+        line = f"  attention {name:<10s} {statistics.median(ts):.3f} s"
+        if name != "gemms":
+            diffs = [a - b for a, b in zip(ts, gemms)]
+            se = statistics.stdev(diffs) / len(diffs) ** 0.5 if len(diffs) > 1 else float("nan")
+            faster = sum(d > 0 for d in diffs)
+            line += (
+                f"   gemms {statistics.median(ts) / statistics.median(gemms):.3f}x faster, "
+                f"{statistics.mean(diffs) * 1e3:+.0f} +- {2 * se * 1e3:.0f} ms, the faster in {faster} of {steps}"
+            )
+        print(line)
 
 
 def main() -> int:

@@ -5,8 +5,8 @@ Cases (albert-base by default):
   * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
     in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW and the trainer's
     autocast -- in fp32 on a CPU the linear layers on the library `albert.model.fp32_linear` measures
-    fastest, under bf16 on a CPU without AMX attention in fp32; glibc malloc keeping freed memory,
-    `albert.train.allocator`; transformers: a plain ``torch.optim.AdamW``, ``torch.autocast`` and the
+    fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert.model.encoder.cpu_attention`);
+    glibc malloc keeping freed memory, `albert.train.allocator`; transformers: a plain ``torch.optim.AdamW``, ``torch.autocast`` and the
     allocator's defaults);
   * AlbertModel inference at 32x128 (fp32).
 
@@ -20,8 +20,8 @@ bf16 where the CPU has it natively), the GEMM rate at the 8x128 step's own proje
 GEMMs, or the time between them, what keeps the step below peak?), medians, our/HF speed ratios (>1: we
 are faster), the achieved GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs
 counted with torch's FlopCounterMode over what each implementation executes), and peak memory over two
-further, untimed steps (CUDA: max_memory_allocated; CPU: peak RSS above the pre-step RSS, sampled every
-2 ms by a thread that would slow the timed steps) with the our/HF ratio.
+further, untimed steps (CUDA: max_memory_allocated; CPU: peak RSS above the pre-step RSS once malloc has
+handed its free memory back, sampled every 2 ms by a thread that would slow the timed steps) with the our/HF ratio.
 
     python benchmarks/bench_model.py                   # albert-base, 5 measured steps per case
     python benchmarks/bench_model.py --steps 3 --cases train-fp32-8x128 infer-fp32-32x128
@@ -49,11 +49,21 @@ CASES = {
 
 
 class PeakRSS:
-    """Samples this process's RSS in a thread (CPU peak memory)."""
+    """Samples this process's RSS in a thread (CPU peak memory). The base is taken after handing the memory
+    malloc holds free back to the kernel (glibc's ``malloc_trim``): where malloc keeps freed blocks for reuse
+    (`albert.train.allocator`), the previous step's peak would otherwise still be resident at the base, and
+    the peak above it would read ~0."""
 
     def __init__(self) -> None:
+        import contextlib
+        import ctypes
+        import gc
+
         import psutil
 
+        gc.collect()
+        with contextlib.suppress(OSError, AttributeError):  # not glibc: nothing held to hand back this way
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
         self.proc = psutil.Process()
         self.base = self.proc.memory_info().rss
         self.peak = self.base

@@ -27,6 +27,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("_fused_adam", "optimizer"),
     ("_foreach", "optimizer"),
     ("lamb", "optimizer"),
+    ("bmm", "attention (GEMMs, softmax)"),  # only attention's products are batched (cpu_attention "gemms")
     ("addmm", "GEMM"),
     ("mm", "GEMM"),  # mm, bmm, matmul's callees
     ("linear", "GEMM"),
@@ -35,6 +36,7 @@ KINDS: tuple[tuple[str, str], ...] = (
     ("layer_norm", "LayerNorm"),
     ("log_softmax", "log_softmax / loss"),
     ("nll_loss", "log_softmax / loss"),
+    ("_softmax", "attention (GEMMs, softmax)"),
     ("dropout", "dropout"),
     ("bernoulli", "dropout"),
     ("embedding", "embedding"),
@@ -119,8 +121,8 @@ def main() -> int:
     )
     model = AlbertForPreTraining(config).train()
     opt = build_optimizer(model, args.optimizer, 1e-4)
-    # the trainer's autocast: fp32 linear layers on the library measured fastest, under bf16 attention in
-    # fp32 on a CPU without AMX (albert.train.parallelize.autocast)
+    # the trainer's autocast: fp32 linear layers on the library measured fastest, under bf16 attention as
+    # bf16 GEMMs on a CPU without AMX (albert.train.parallelize.autocast)
     from albert.model.fp32_linear import choose_fp32_linear
     from albert.train.parallelize import autocast
 

@@ -150,54 +150,101 @@ def test_cpu_capability_names_torchs_dispatch_level(monkeypatch):
 # ------------------------------------------------------------------ attention under CPU bf16 autocast (issue 24)
 @pytest.fixture
 def _fresh_attention_choice():
-    prec.cpu_attention_fp32_pays.cache_clear()  # decided once per process: forget the real CPU's answer
+    prec.cpu_attention_by_gemms_pays.cache_clear()  # decided once per process: forget the real CPU's answer
     yield
-    prec.cpu_attention_fp32_pays.cache_clear()  # and the pretend CPU's
+    prec.cpu_attention_by_gemms_pays.cache_clear()  # and the pretend CPU's
 
 
 @pytest.mark.usefixtures("_fresh_attention_choice")
-def test_attention_runs_in_fp32_only_on_a_cpu_without_amx(monkeypatch, caplog):
-    from albert.train.parallelize import attention_fp32
+def test_attention_runs_as_gemms_only_on_a_cpu_without_amx(monkeypatch, caplog):
+    from albert.train.parallelize import cpu_attention_rule
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
     with caplog.at_level(logging.INFO, logger="albert.train.precision"):
-        assert attention_fp32(torch.device("cpu"), torch.bfloat16)
-        assert attention_fp32(torch.device("cpu"), torch.bfloat16)
+        assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
+        assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1  # once
     assert "no AMX" in caplog.records[0].getMessage()
-    assert not attention_fp32(torch.device("cpu"), None)  # fp32 runs: nothing to change
-    assert not attention_fp32(torch.device("cuda"), torch.bfloat16)  # flash attention in bf16 on GPUs
-    prec.cpu_attention_fp32_pays.cache_clear()
+    assert cpu_attention_rule(torch.device("cpu"), None) is None  # fp32 runs: nothing to change
+    assert cpu_attention_rule(torch.device("cuda"), torch.bfloat16) is None  # flash attention in bf16 on GPUs
+    prec.cpu_attention_by_gemms_pays.cache_clear()
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": True})
-    assert not attention_fp32(torch.device("cpu"), torch.bfloat16)  # AMX: torch's fast bf16 kernel
+    assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) is None  # AMX: torch's fast bf16 kernel
+
+
+def _qkv_and_mask(t: int = 16, heads: int = 4, head_dim: int = 64):
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, heads, t, head_dim, generator=gen).bfloat16() for _ in range(3))
+    mask = torch.ones(2, 1, 1, t, dtype=torch.bool)
+    mask[1, ..., t - 6 :] = False
+    return q, k, v, mask
 
 
 def test_fp32_attention_under_autocast_is_sdpa_of_the_upcast_inputs():
     import torch.nn.functional as F
 
-    from albert.model.encoder import attention, cpu_attention_in_fp32
+    from albert.model.encoder import attention, cpu_attention
 
-    gen = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 4, 16, 8, generator=gen).bfloat16() for _ in range(3))
-    mask = torch.ones(2, 1, 1, 16, dtype=torch.bool)
-    mask[1, ..., 10:] = False
+    q, k, v, mask = _qkv_and_mask()
     exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).bfloat16()
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        with cpu_attention_in_fp32():
+        with cpu_attention("fp32"):
             inside = attention(q, k, v, mask, 0.0)
         outside = attention(q, k, v, mask, 0.0)
     assert inside.dtype == torch.bfloat16 and torch.equal(inside, exact)
     assert torch.equal(outside, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-    with pytest.raises(RuntimeError), cpu_attention_in_fp32():  # the switch is restored on the way out
+    with pytest.raises(RuntimeError), cpu_attention("fp32"):  # the switch is restored on the way out
         raise RuntimeError
     from albert.model import encoder
 
-    assert encoder._ATTENTION_FP32_ON_CPU == [False]
+    assert encoder._CPU_ATTENTION == [None]
+    with pytest.raises(ValueError, match="'flash' is not one of"), cpu_attention("flash"):
+        pass
 
 
-def test_trainer_step_under_cpu_bf16_autocast_with_fp32_attention_matches_fp32(monkeypatch):
-    """The whole model under the trainer's autocast with fp32 attention stays within bf16's tolerance of
-    the fp32 model (the gradient flows through the casts)."""
+def test_gemm_attention_is_the_bf16_computation_of_attention():
+    """Inside ``cpu_attention("gemms")``: the values of the same computation written out (bf16 products,
+    softmax in fp32 stored in bf16), close to exact attention by bf16's precision, the same with an additive
+    mask as with a boolean one, and gradients close to exact attention's."""
+    import torch.nn.functional as F
+
+    from albert.model.encoder import attention, cpu_attention
+
+    q, k, v, mask = _qkv_and_mask()
+    scores = (q.float() @ k.float().transpose(-1, -2)).bfloat16().float() / 8
+    written_out = torch.softmax(scores.masked_fill(~mask, float("-inf")), -1).bfloat16().float() @ v.float()
+    exact = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
+    leaves = [z.clone().requires_grad_() for z in (q, k, v)]
+    with torch.autocast("cpu", dtype=torch.bfloat16), cpu_attention("gemms"):
+        y = attention(*leaves, mask, 0.0)
+        additive = attention(q, k, v, torch.zeros(mask.shape).masked_fill(~mask, float("-inf")), 0.0)
+    assert y.dtype == torch.bfloat16
+    torch.testing.assert_close(y.float(), written_out, atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(y.double(), exact, atol=3e-2, rtol=3e-2)  # bf16: 8 bits of mantissa
+    assert torch.equal(additive, y)
+    assert (y[1].float() - exact[1]).abs().max() < 3e-2  # the padded keys got no weight
+    y.float().pow(2).sum().backward()
+    ref = [z.double().requires_grad_() for z in (q, k, v)]
+    F.scaled_dot_product_attention(*ref, attn_mask=mask).pow(2).sum().backward()
+    for got, want in zip(leaves, ref):
+        assert (got.grad.double() - want.grad).norm() < 0.03 * want.grad.norm()
+
+
+def test_gemm_attention_drops_probabilities_in_training():
+    from albert.model.encoder import attention, cpu_attention
+
+    q, k, v, mask = _qkv_and_mask()
+    torch.manual_seed(0)
+    with torch.autocast("cpu", dtype=torch.bfloat16), cpu_attention("gemms"):
+        kept = attention(q, k, v, mask, 0.0)
+        dropped = attention(q, k, v, mask, 0.5)
+    assert not torch.equal(kept, dropped) and torch.isfinite(dropped.float()).all()
+
+
+@pytest.mark.parametrize("mode", ["gemms", "fp32"])
+def test_trainer_step_under_cpu_bf16_autocast_matches_fp32(mode):
+    """The whole model under the trainer's autocast, attention in either CPU mode, stays within bf16's
+    tolerance of the fp32 model (the gradient flows through the casts)."""
     from albert.config import AlbertConfig
     from albert.model import AlbertForPreTraining
     from albert.train.parallelize import autocast
@@ -209,23 +256,23 @@ def test_trainer_step_under_cpu_bf16_autocast_with_fp32_attention_matches_fp32(m
         input_ids=ids, attention_mask=torch.ones_like(ids), mlm_labels=ids, sop_labels=torch.tensor([0, 1])
     )
     ref = model(**batch)["loss"]
-    with autocast(torch.device("cpu"), torch.bfloat16, fp32_attention=True):
+    with autocast(torch.device("cpu"), torch.bfloat16, cpu_attention_mode=mode):
         loss = model(**batch)["loss"]
     loss.backward()
     assert abs(loss.item() - ref.item()) < 0.05 * abs(ref.item())
     assert all(p.grad is None or torch.isfinite(p.grad).all() for p in model.parameters())
-    assert model.albert.encoder.attention[0].qkv.weight.grad.abs().sum() > 0  # through the fp32 casts
+    assert model.albert.encoder.attention[0].qkv.weight.grad.abs().sum() > 0  # through attention
 
 
 @pytest.mark.usefixtures("_fresh_attention_choice")
 @pytest.mark.parametrize("amx", [False, True])
-def test_the_trainers_autocast_enters_fp32_attention_where_the_rule_says(monkeypatch, amx):
+def test_the_trainers_autocast_enters_gemm_attention_where_the_rule_says(monkeypatch, amx):
     from albert.model import encoder
     from albert.train.parallelize import autocast
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": amx})
     with autocast(torch.device("cpu"), torch.bfloat16):  # what Trainer._autocast runs under bf16
-        assert encoder._ATTENTION_FP32_ON_CPU[0] is not amx
+        assert encoder._CPU_ATTENTION[0] == (None if amx else "gemms")
     with autocast(torch.device("cpu"), None):  # fp32: nothing to change
-        assert encoder._ATTENTION_FP32_ON_CPU[0] is False
-    assert encoder._ATTENTION_FP32_ON_CPU[0] is False
+        assert encoder._CPU_ATTENTION[0] is None
+    assert encoder._CPU_ATTENTION[0] is None

@@ -46,24 +46,33 @@ ACT_FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-# Attention of bf16 activations on a CPU runs in fp32 inside `cpu_attention_in_fp32` (issue 24). torch's CPU
-# flash-attention kernel is fast in bf16 only with AMX tiles; on a CPU with AVX-512 BF16 and no AMX its bf16
-# path is slower than its own fp32 path (measured, 2-core AMD EPYC, one thread, albert-base heads 12 x 64,
-# forward + backward: 8x128 66 ms bf16 vs 37 fp32; 32x128 367 vs 150; 4x512 279 vs 279; forward alone
-# 8x128 16 vs 7). The trainer enters it where that holds (albert.train.parallelize.autocast); fp32 also
-# keeps the softmax's inputs exact. Off by default: CUDA, AMX CPUs and fp32 runs are unchanged.
-_ATTENTION_FP32_ON_CPU = [False]
+# Attention of bf16 / fp16 activations on a CPU without AMX (issue 24). torch's CPU flash-attention kernel is
+# fast in bf16 only with AMX tiles; with AVX-512 BF16 alone its bf16 path is slower than its own fp32 path in
+# training (2-core AMD EPYC, albert-base heads 12 x 64, forward + backward, one thread: 8x128 66 ms bf16 vs 37
+# fp32). `cpu_attention("gemms")` runs attention as the two batched GEMMs it is, in bf16 (oneDNN's bf16
+# GEMM reaches ~330 GFLOP/s on these shapes, fp32 MKL ~70-145), with the softmax between them computed in
+# fp32 and stored in bf16 -- the eager attention of BERT's original code and of transformers under autocast,
+# one bf16 rounding of the scores and of the probabilities more than a fused kernel. Forward + backward, two
+# threads, taking turns (`benchmarks/bench_attention.py`): 8x128 13.1 ms vs 21.2 for fp32 flash and 29.5 for
+# bf16 flash; 4x512 65 vs 101 and 96. The trainer enters it there (albert.train.parallelize.autocast).
+# `cpu_attention("fp32")` (the previous rule, kept for comparison) runs the flash kernel on fp32 copies.
+# Off by default: CUDA, AMX CPUs and fp32 runs are unchanged.
+CPU_ATTENTION_MODES = ("gemms", "fp32")
+_CPU_ATTENTION: list[str | None] = [None]
 
 
 @contextlib.contextmanager
-def cpu_attention_in_fp32(enabled: bool = True) -> Iterator[None]:
-    """Inside, `SelfAttention` runs SDPA in fp32 on CPU tensors of a lower precision (then casts back)."""
-    saved = _ATTENTION_FP32_ON_CPU[0]
-    _ATTENTION_FP32_ON_CPU[0] = enabled
+def cpu_attention(mode: str | None = "gemms") -> Iterator[None]:
+    """Inside, `SelfAttention` runs attention of bf16 / fp16 CPU tensors as bf16 GEMMs around an fp32 softmax
+    (``"gemms"``) or as SDPA on fp32 copies (``"fp32"``); None: torch's SDPA as it is."""
+    if mode is not None and mode not in CPU_ATTENTION_MODES:
+        raise ValueError(f"cpu_attention: mode {mode!r} is not one of {CPU_ATTENTION_MODES} or None")
+    saved = _CPU_ATTENTION[0]
+    _CPU_ATTENTION[0] = mode
     try:
         yield
     finally:
-        _ATTENTION_FP32_ON_CPU[0] = saved
+        _CPU_ATTENTION[0] = saved
 
 
 # Padding removal (issue 24, serving). A server's batch is whatever requests arrived, in any order of length:
@@ -103,14 +112,38 @@ def real_tokens(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
 ) -> torch.Tensor:
-    """SDPA of (B, heads, T, head_dim) q, k, v; in fp32 on a CPU inside `cpu_attention_in_fp32`."""
-    if _ATTENTION_FP32_ON_CPU[0] and q.device.type == "cpu" and q.dtype in (torch.bfloat16, torch.float16):
-        with torch.autocast("cpu", enabled=False):  # autocast would cast SDPA's inputs back down
+    """SDPA of (B, heads, T, head_dim) q, k, v; on bf16 / fp16 CPU tensors inside `cpu_attention` as that
+    mode says."""
+    mode = _CPU_ATTENTION[0]
+    if mode is None or q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    with torch.autocast("cpu", enabled=False):  # autocast would cast SDPA's inputs back down
+        if mode == "fp32":
             y = F.scaled_dot_product_attention(
                 q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=dropout_p
             )
-        return y.to(q.dtype)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+            return y.to(q.dtype)
+        return attention_by_gemms(q, k, v, mask, dropout_p)
+
+
+def attention_by_gemms(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
+) -> torch.Tensor:
+    """softmax(q k^T / sqrt(head_dim) + mask) v in q's dtype: the two products as batched GEMMs, the softmax
+    computed in fp32 (torch's CPU softmax accumulates reduced types in fp32) and stored in q's dtype. ``mask``
+    as SDPA's: boolean (True = attend) or additive. The scale goes on q, (B, heads, T, head_dim), not on the
+    (B, heads, T, T) scores; it is a power of two, so exact, for head_dim 64 (every ALBERT preset)."""
+    scores = torch.matmul(q * q.shape[-1] ** -0.5, k.transpose(-1, -2))  # (B, heads, T, T)
+    if mask is not None:
+        scores = (
+            scores.masked_fill(~mask, float("-inf"))
+            if mask.dtype == torch.bool
+            else scores + mask.to(scores.dtype)
+        )
+    probs = torch.softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        probs = F.dropout(probs, dropout_p)
+    return torch.matmul(probs, v)
 
 
 class SelfAttention(nn.Module):

@@ -11,11 +11,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert.model.encoder import cpu_attention_in_fp32
+from albert.model.encoder import cpu_attention
 from albert.model.fp32_linear import FP32_LINEAR_BACKENDS, choose_fp32_linear, fp32_linear, onednn_available
 from albert.train.config import TrainerConfig
 from albert.train.distributed import DistInfo
-from albert.train.precision import cpu_attention_fp32_pays
+from albert.train.precision import cpu_attention_by_gemms_pays
 
 logger = logging.getLogger(__name__)
 
@@ -81,30 +81,34 @@ def autocast(
     device: torch.device,
     dtype: torch.dtype | None,
     linear: str = "torch",
-    fp32_attention: bool | None = None,
+    cpu_attention_mode: str | None = "auto",
 ) -> contextlib.AbstractContextManager[Any]:
     """Autocast to ``dtype`` on ``device``; None: fp32, its linear layers on the ``linear`` library
-    (`linear_backend`: torch's own is a no-op context). ``fp32_attention``: attention runs in fp32 under
-    autocast on the CPU (`albert.model.encoder.cpu_attention_in_fp32`); None: where `attention_fp32` says."""
+    (`linear_backend`: torch's own is a no-op context). ``cpu_attention_mode``: how attention runs under
+    autocast on the CPU (`albert.model.encoder.cpu_attention`: "gemms", "fp32" or None for torch's SDPA);
+    "auto": where `cpu_attention_rule` says."""
     if dtype is None:
         return fp32_linear(linear) if linear != "torch" else contextlib.nullcontext()
-    if fp32_attention is None:
-        fp32_attention = attention_fp32(device, dtype)
-    if device.type == "cpu" and fp32_attention:
-        return _cpu_autocast_fp32_attention(dtype)
+    if cpu_attention_mode == "auto":
+        cpu_attention_mode = cpu_attention_rule(device, dtype)
+    if device.type == "cpu" and cpu_attention_mode is not None:
+        return _cpu_autocast(dtype, cpu_attention_mode)
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
 @contextlib.contextmanager
-def _cpu_autocast_fp32_attention(dtype: torch.dtype) -> Iterator[None]:
-    with torch.autocast(device_type="cpu", dtype=dtype), cpu_attention_in_fp32():
+def _cpu_autocast(dtype: torch.dtype, attention_mode: str) -> Iterator[None]:
+    with torch.autocast(device_type="cpu", dtype=dtype), cpu_attention(attention_mode):
         yield
 
 
-def attention_fp32(device: torch.device, dtype: torch.dtype | None) -> bool:
-    """Whether attention under ``dtype`` autocast on ``device`` runs in fp32: on a CPU without AMX, where
-    torch's bf16 CPU flash attention is slower than its fp32 kernel (`cpu_attention_fp32_pays`)."""
-    return device.type == "cpu" and dtype is not None and cpu_attention_fp32_pays()
+def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None) -> str | None:
+    """How attention under ``dtype`` autocast on ``device`` runs: "gemms" (bf16 GEMMs around an fp32
+    softmax) on a CPU without AMX, where torch's bf16 CPU flash attention is slow
+    (`cpu_attention_by_gemms_pays`); None (torch's SDPA) elsewhere."""
+    if device.type == "cpu" and dtype is not None and cpu_attention_by_gemms_pays():
+        return "gemms"
+    return None
 
 
 def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:

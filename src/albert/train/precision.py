@@ -70,17 +70,17 @@ def cpu_bf16_features() -> list[str]:
 
 
 @functools.cache
-def cpu_attention_fp32_pays() -> bool:
-    """Whether attention under bf16 autocast on this CPU should run in fp32: where the CPU has no AMX.
-    torch's CPU flash attention takes its fast bf16 path only on AMX tiles; with AVX-512 BF16 alone its
-    bf16 kernel is slower than its fp32 one (issue 24, `albert.model.encoder.cpu_attention_in_fp32`).
-    Decided and logged once per process (the trainer asks at every step)."""
+def cpu_attention_by_gemms_pays() -> bool:
+    """Whether attention under bf16 autocast on this CPU should run as bf16 GEMMs around an fp32 softmax
+    rather than torch's flash kernel: where the CPU has no AMX. torch's CPU flash attention takes its fast
+    bf16 path only on AMX tiles (issue 24, `albert.model.encoder.cpu_attention`). Decided and logged once
+    per process (the trainer asks at every step)."""
     pays = "amx_bf16" not in cpu_bf16_features()
     if pays:
         _log_once(
             logging.INFO,
-            "attention in fp32 under bf16 autocast: this CPU has no AMX, where torch's bf16 CPU flash "
-            "attention is slower than its fp32 kernel",
+            "attention as bf16 GEMMs around an fp32 softmax under bf16 autocast: this CPU has no AMX, where "
+            "torch's bf16 CPU flash attention is slower than its fp32 kernel and both are slower than the GEMMs",
         )
     return pays
 
