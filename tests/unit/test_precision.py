@@ -276,3 +276,36 @@ def test_the_trainers_autocast_enters_gemm_attention_where_the_rule_says(monkeyp
     with autocast(torch.device("cpu"), None):  # fp32: nothing to change
         assert encoder._CPU_ATTENTION[0] is None
     assert encoder._CPU_ATTENTION[0] is None
+
+
+@pytest.mark.usefixtures("_fresh_attention_choice")
+def test_the_cpu_attention_setting_decides_the_trainers_attention(monkeypatch):
+    """``run.cpu_attention`` (flag --cpu-attention): auto by the CPU, or as set; nothing under fp32."""
+    from torch import nn
+
+    from albert.config import ConfigError
+    from albert.model import encoder
+    from albert.train.trainer import Trainer, TrainerConfig
+
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})  # no AMX: auto is gemms
+    model = nn.Linear(4, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def trainer(**kw):  # type: ignore[no-untyped-def]
+        return Trainer(model, opt, None, TrainerConfig(max_steps=1, device="cpu", **kw))
+
+    assert trainer(precision="bf16").cpu_attention == "gemms"
+    assert trainer(precision="bf16", cpu_attention="fp32").cpu_attention == "fp32"
+    assert trainer(precision="bf16", cpu_attention="sdpa").cpu_attention is None
+    # no autocast, nothing to do
+    assert trainer(precision="fp32", cpu_attention="gemms").cpu_attention is None
+    fp32_attention = trainer(precision="bf16", cpu_attention="fp32")
+    with fp32_attention._autocast():
+        assert encoder._CPU_ATTENTION[0] == "fp32"
+    assert encoder._CPU_ATTENTION[0] is None
+    prec.cpu_attention_by_gemms_pays.cache_clear()
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": True})
+    assert trainer(precision="bf16").cpu_attention is None  # AMX: torch's SDPA
+    assert trainer(precision="bf16", cpu_attention="gemms").cpu_attention == "gemms"
+    with pytest.raises(ConfigError, match="cpu_attention: must be one of auto, gemms, fp32, sdpa"):
+        TrainerConfig(max_steps=1, cpu_attention="flash")

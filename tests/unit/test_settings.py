@@ -71,7 +71,8 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
     assert {name: getattr(loop, name) for name in shared} == {name: getattr(run, name) for name in shared}
     assert loop.max_grad_norm == optim.max_grad_norm and loop.precision == "auto"
 
-    changed = {"precision": "fp32", "fp32_linear": "torch", "device": "cpu", "compile": True, "log_every": 3,
+    changed = {"precision": "fp32", "fp32_linear": "torch", "cpu_attention": "fp32", "device": "cpu",
+               "compile": True, "log_every": 3,
                "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
                "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress_bar": False,
                "activation_checkpointing": True}  # fmt: skip

@@ -45,6 +45,7 @@ class TrainerConfig:
     precision: str = _RUN.precision
     device: str | None = _RUN.device
     fp32_linear: str = _RUN.fp32_linear
+    cpu_attention: str = _RUN.cpu_attention
     compile: bool = _RUN.compile
     activation_checkpointing: bool = _RUN.activation_checkpointing
     log_every: int = _RUN.log_every  # type: ignore[assignment]  # an int there too; null only in fine-tuning's file

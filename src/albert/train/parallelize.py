@@ -102,13 +102,16 @@ def _cpu_autocast(dtype: torch.dtype, attention_mode: str) -> Iterator[None]:
         yield
 
 
-def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None) -> str | None:
-    """How attention under ``dtype`` autocast on ``device`` runs: "gemms" (bf16 GEMMs around an fp32
-    softmax) on a CPU without AMX, where torch's bf16 CPU flash attention is slow
-    (`cpu_attention_by_gemms_pays`); None (torch's SDPA) elsewhere."""
-    if device.type == "cpu" and dtype is not None and cpu_attention_by_gemms_pays():
-        return "gemms"
-    return None
+def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None, setting: str = "auto") -> str | None:
+    """How attention under ``dtype`` autocast on ``device`` runs (`albert.model.encoder.cpu_attention`'s
+    mode, None: torch's SDPA as it is), from the ``run.cpu_attention`` setting: "gemms" / "fp32" on a CPU
+    under autocast as set, "sdpa" None; "auto": "gemms" on a CPU without AMX, where torch's bf16 CPU flash
+    attention is slow (`cpu_attention_by_gemms_pays`), None elsewhere. fp32 runs and CUDA: None."""
+    if device.type != "cpu" or dtype is None or setting == "sdpa":
+        return None
+    if setting != "auto":
+        return setting
+    return "gemms" if cpu_attention_by_gemms_pays() else None
 
 
 def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:

@@ -54,6 +54,8 @@ __all__ = [
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 # "auto" and albert.model.fp32_linear.FP32_LINEAR_BACKENDS (not imported: this module stays free of torch)
 FP32_LINEARS = ("auto", "torch", "onednn")
+# "auto" and albert.model.encoder.CPU_ATTENTION_MODES, plus "sdpa" (torch's SDPA as it is)
+CPU_ATTENTIONS = ("auto", "gemms", "fp32", "sdpa")
 # ScheduleSettings.by: the learning rate as a function of optimizer steps or of training time
 SCHEDULE_BY = ("steps", "time")
 
@@ -137,6 +139,10 @@ class RunSettings:
     fp32_linear: str = "auto"
     """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
     oneDNN only where clearly faster. Fix it for runs that must match bit for bit"""
+    cpu_attention: str = "auto"
+    """auto | gemms | fp32 | sdpa: how attention runs under bf16 / fp16 autocast on a CPU. gemms: two bf16
+    batched GEMMs around an fp32 softmax; fp32: torch's SDPA on fp32 copies; sdpa: torch's SDPA in bf16. auto:
+    gemms on a CPU without AMX (where torch's bf16 CPU flash attention is slow), sdpa elsewhere"""
     compile: bool = False
     """torch.compile the model"""
     activation_checkpointing: bool = False
@@ -197,6 +203,7 @@ SHARED_FLAGS: dict[str, str] = {
     "precision": "run.precision",
     "device": "run.device",
     "fp32_linear": "run.fp32_linear",
+    "cpu_attention": "run.cpu_attention",
     "threads": "run.threads",
     "eval_every": "run.eval_every",
     "eval_batch_size": "run.eval_batch_size",
@@ -267,6 +274,7 @@ RULES: dict[type, list[Rule]] = {
         ("max_time_minutes", above(0), "greater than 0 (or null: no budget)"),
         ("precision", *one_of(PRECISIONS)),
         ("fp32_linear", *one_of(FP32_LINEARS)),
+        ("cpu_attention", *one_of(CPU_ATTENTIONS)),
         ("seed", at_least(0), "at least 0"),
         ("threads", at_least(1), "at least 1"),
         ("log_every", at_least(1), "at least 1"),

@@ -96,7 +96,14 @@ from albert.train.metrics import (
     step_of,
     train_record,
 )
-from albert.train.parallelize import PRECISION_DTYPES, autocast, linear_backend, resumed_run, wrap_model
+from albert.train.parallelize import (
+    PRECISION_DTYPES,
+    autocast,
+    cpu_attention_rule,
+    linear_backend,
+    resumed_run,
+    wrap_model,
+)
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
 from albert.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
@@ -180,6 +187,7 @@ class Trainer:
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
         self.fp32_linear = linear_backend(self.device, self.dtype, config)
+        self.cpu_attention = cpu_attention_rule(self.device, self.dtype, config.cpu_attention)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
@@ -253,7 +261,7 @@ class Trainer:
         return self._wrapped
 
     def _autocast(self) -> contextlib.AbstractContextManager[Any]:
-        return autocast(self.device, self.dtype, self.fp32_linear)
+        return autocast(self.device, self.dtype, self.fp32_linear, self.cpu_attention)
 
     # ------------------------------------------------------------------------------------------ the loop
     def fit(self, batches: Iterable[Batch], resume: bool | str | Path | None = None) -> TrainResult:
