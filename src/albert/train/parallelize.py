@@ -123,6 +123,14 @@ def linear_backend(device: torch.device, dtype: torch.dtype | None, config: Trai
     return "torch"
 
 
+def step_backends(
+    device: torch.device, dtype: torch.dtype | None, config: TrainerConfig
+) -> tuple[str, str | None]:
+    """What a run's steps run on: the fp32 linear library (`linear_backend`) and the CPU attention mode
+    (`cpu_attention_rule` of ``config.cpu_attention``), decided once when the trainer is built."""
+    return linear_backend(device, dtype, config), cpu_attention_rule(device, dtype, config.cpu_attention)
+
+
 def resumed_run(
     state: dict[str, Any], path: Any, config: TrainerConfig, linear: str, device: torch.device, dtype: Any
 ) -> str:

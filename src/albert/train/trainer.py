@@ -96,14 +96,7 @@ from albert.train.metrics import (
     step_of,
     train_record,
 )
-from albert.train.parallelize import (
-    PRECISION_DTYPES,
-    autocast,
-    cpu_attention_rule,
-    linear_backend,
-    resumed_run,
-    wrap_model,
-)
+from albert.train.parallelize import PRECISION_DTYPES, autocast, resumed_run, step_backends, wrap_model
 from albert.train.precision import resolve_precision
 from albert.train.result import TrainResult
 from albert.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
@@ -186,8 +179,7 @@ class Trainer:
         self.device = self.dist.device if self.dist.enabled else pick_device(config.device)
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
-        self.fp32_linear = linear_backend(self.device, self.dtype, config)
-        self.cpu_attention = cpu_attention_rule(self.device, self.dtype, config.cpu_attention)
+        self.fp32_linear, self.cpu_attention = step_backends(self.device, self.dtype, config)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
