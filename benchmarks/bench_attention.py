@@ -34,15 +34,15 @@ def kernels(threads: int, reps: int) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from albert.model.encoder import attention_by_gemms
+    from albert.model.encoder import attention, attention_by_gemms, cpu_attention
 
     def flash(q, k, v, mask):  # type: ignore[no-untyped-def]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def flash_fp32(q, k, v, mask):  # type: ignore[no-untyped-def]
-        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-            return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).to(q.dtype)
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION), cpu_attention("fp32"):
+            return attention(q, k, v, mask, 0.0)
 
     def math(q, k, v, mask):  # type: ignore[no-untyped-def]
         with sdpa_kernel(SDPBackend.MATH):

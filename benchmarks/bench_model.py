@@ -6,8 +6,8 @@ Cases (albert-base by default):
     in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW and the trainer's
     autocast -- in fp32 on a CPU the linear layers on the library `albert.model.fp32_linear` measures
     fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert.model.encoder.cpu_attention`);
-    glibc malloc keeping freed memory, `albert.train.allocator`; transformers: a plain ``torch.optim.AdamW``, ``torch.autocast`` and the
-    allocator's defaults);
+    glibc malloc keeping freed memory, `albert.train.allocator`; transformers: a plain
+    ``torch.optim.AdamW``, ``torch.autocast`` and the allocator's defaults);
   * AlbertModel inference at 32x128 (fp32).
 
 First it prints the CPU's vendor and GEMM-relevant flags, its capability (torch's dispatch level and whether
@@ -21,7 +21,8 @@ GEMMs, or the time between them, what keeps the step below peak?), medians, our/
 are faster), the achieved GFLOP/s and its fraction of each peak of the case's precision (matmul FLOPs
 counted with torch's FlopCounterMode over what each implementation executes), and peak memory over two
 further, untimed steps (CUDA: max_memory_allocated; CPU: peak RSS above the pre-step RSS once malloc has
-handed its free memory back, sampled every 2 ms by a thread that would slow the timed steps) with the our/HF ratio.
+handed its free memory back, sampled every 2 ms by a thread that would slow the timed steps) with the
+our/HF ratio.
 
     python benchmarks/bench_model.py                   # albert-base, 5 measured steps per case
     python benchmarks/bench_model.py --steps 3 --cases train-fp32-8x128 infer-fp32-32x128

@@ -49,12 +49,12 @@ ACT_FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 # Attention of bf16 / fp16 activations on a CPU without AMX (issue 24). torch's CPU flash-attention kernel is
 # fast in bf16 only with AMX tiles; with AVX-512 BF16 alone its bf16 path is slower than its own fp32 path in
 # training (2-core AMD EPYC, albert-base heads 12 x 64, forward + backward, one thread: 8x128 66 ms bf16 vs 37
-# fp32). `cpu_attention("gemms")` runs attention as the two batched GEMMs it is, in bf16 (oneDNN's bf16
-# GEMM reaches ~330 GFLOP/s on these shapes, fp32 MKL ~70-145), with the softmax between them computed in
-# fp32 and stored in bf16 -- the eager attention of BERT's original code and of transformers under autocast,
-# one bf16 rounding of the scores and of the probabilities more than a fused kernel. Forward + backward, two
-# threads, taking turns (`benchmarks/bench_attention.py`): 8x128 13.1 ms vs 21.2 for fp32 flash and 29.5 for
-# bf16 flash; 4x512 65 vs 101 and 96. The trainer enters it there (albert.train.parallelize.autocast).
+# fp32). `cpu_attention("gemms")` runs attention as the two batched GEMMs it is, in bf16 (oneDNN), with the
+# softmax between them computed in fp32 and stored in bf16 -- the eager attention of transformers under
+# autocast, one bf16 rounding of the scores and of the probabilities more than a fused kernel. Forward +
+# backward, two threads, the ways taking turns (`python benchmarks/bench_attention.py --part kernels`, 2-core
+# AMD EPYC with avx512_bf16): 8x128 10.1 ms vs 20.3 for fp32 flash and 29.3 for bf16 flash; 4x512 54.6 vs
+# 89.4 and 80.9. The trainer enters it there (albert.train.parallelize.autocast, run.cpu_attention).
 # `cpu_attention("fp32")` (the previous rule, kept for comparison) runs the flash kernel on fp32 copies.
 # Off by default: CUDA, AMX CPUs and fp32 runs are unchanged.
 CPU_ATTENTION_MODES = ("gemms", "fp32")
@@ -117,7 +117,8 @@ def attention(
     mode = _CPU_ATTENTION[0]
     if mode is None or q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
-    with torch.autocast("cpu", enabled=False):  # autocast would cast SDPA's inputs back down
+    # autocast off: it would cast SDPA's fp32 inputs back down, and store the gemms' softmax in fp32
+    with torch.autocast("cpu", enabled=False):
         if mode == "fp32":
             y = F.scaled_dot_product_attention(
                 q.float(), k.float(), v.float(), attn_mask=mask, dropout_p=dropout_p
