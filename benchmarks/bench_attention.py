@@ -7,12 +7,12 @@ Two parts:
 1. The kernels alone, (B, 12 heads, T, 64) with a padding mask, forward + backward and forward only: torch's
    flash kernel in bf16, the flash kernel in fp32 (inputs upcast, output cast back, as
    ``cpu_attention("fp32")`` runs it), the math kernel in bf16, and attention as bf16 GEMMs
-   (`albert.model.encoder.attention_by_gemms`), the four taking turns call by call. On a CPU without AMX the
+   (`albert_lm.model.encoder.attention_by_gemms`), the four taking turns call by call. On a CPU without AMX the
    bf16 flash kernel was the slowest in training (2-core AMD EPYC with avx512_bf16, one thread: 8x128
    forward + backward 66 ms vs 37 in fp32), which is why the trainer does not run it there
-   (`albert.train.parallelize.cpu_attention_rule`).
+   (`albert_lm.train.parallelize.cpu_attention_rule`).
 2. The whole training step (forward, MLM + SOP loss, backward, AdamW) under bf16 autocast with attention each
-   of three ways (`albert.model.encoder.cpu_attention`: None = torch's bf16 SDPA, "fp32", "gemms"), taking
+   of three ways (`albert_lm.model.encoder.cpu_attention`: None = torch's bf16 SDPA, "fp32", "gemms"), taking
    turns step by step in one process, so that a drifting machine hits all alike. Prints the medians, the
    ratios to the gemms step and the paired differences with two standard errors.
 
@@ -34,7 +34,7 @@ def kernels(threads: int, reps: int) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from albert.model.encoder import attention, attention_by_gemms, cpu_attention
+    from albert_lm.model.encoder import attention, attention_by_gemms, cpu_attention
 
     def flash(q, k, v, mask):  # type: ignore[no-untyped-def]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -86,10 +86,10 @@ def kernels(threads: int, reps: int) -> None:
 def step(preset: str, batch: int, seq: int, steps: int) -> None:
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForPreTraining
-    from albert.model.encoder import cpu_attention
-    from albert.optim import build_optimizer
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.model.encoder import cpu_attention
+    from albert_lm.optim import build_optimizer
 
     torch.manual_seed(0)
     config = AlbertConfig.from_preset(preset)
@@ -156,8 +156,8 @@ def main() -> int:
 
     import torch
 
-    from albert.config import PRESETS
-    from albert.train.precision import cpu_capability
+    from albert_lm.config import PRESETS
+    from albert_lm.train.precision import cpu_capability
 
     if args.preset not in PRESETS:
         ap.error(f"--preset {args.preset!r} is not a preset: one of {', '.join(sorted(PRESETS))}")

@@ -5,10 +5,10 @@
 
 1. Writes a checkpoint with the released variable names and shapes of ``--preset`` (random weights, plus
    the ``adam_m``/``adam_v`` slots and ``global_step`` that the release checkpoints carry) into a
-   temporary directory, with `albert.convert.tf_checkpoint.write_checkpoint`.
+   temporary directory, with `albert_lm.convert.tf_checkpoint.write_checkpoint`.
 2. Each converter runs in its own fresh process, timed from after its imports to a written model
    directory; memory is that process's peak RSS (``VmHWM``, reset after the imports) minus its RSS then:
-   * ours: ``albert.convert.tf.convert_tf_checkpoint`` (reads, verifies every CRC32C, maps, saves);
+   * ours: ``albert_lm.convert.tf.convert_tf_checkpoint`` (reads, verifies every CRC32C, maps, saves);
    * reference (when ``--tf-python`` has TensorFlow, torch and transformers, e.g. the venv that
      scripts/make_tf_fixture.py makes): transformers' ``load_tf_weights_in_albert`` into a freshly built
      ``AlbertForPreTraining``, then ``save_pretrained``;
@@ -49,9 +49,9 @@ def done(t0, base, **extra):
 
 OURS = """
 import logging
-import albert.convert.hf, albert.model, safetensors.torch  # noqa: imported before the clock, as the reference's
-from albert.convert.tf import convert_tf_checkpoint
-from albert.model import HEADS
+import albert_lm.convert.hf, albert_lm.model, safetensors.torch  # noqa: imported before the clock, as the reference's
+from albert_lm.convert.tf import convert_tf_checkpoint
+from albert_lm.model import HEADS
 logging.disable(logging.WARNING)
 prefix, config, out = sys.argv[1:4]
 base = start(); t0 = time.perf_counter()
@@ -60,7 +60,7 @@ done(t0, base)
 """
 
 READER = """
-from albert.convert.tf_checkpoint import TFCheckpoint
+from albert_lm.convert.tf_checkpoint import TFCheckpoint
 prefix = sys.argv[1]
 base = start(); t0 = time.perf_counter()
 total = 0
@@ -91,12 +91,12 @@ done(t0, base)
 
 def albert_variables(config: Any, slots: bool, seed: int = 0) -> dict[str, np.ndarray]:
     """The released variables of an ALBERT pretraining checkpoint for ``config``: names from the converter's
-    TF table (albert.convert.keymap.tf_rules), shapes in TF's layout (kernels (in, out), q/k/v separate)."""
+    TF table (albert_lm.convert.keymap.tf_rules), shapes in TF's layout (kernels (in, out), q/k/v separate)."""
     import torch
 
-    from albert.convert.keymap import tf_rules
-    from albert.convert.tf import _NoInit
-    from albert.model import AlbertForPreTraining
+    from albert_lm.convert.keymap import tf_rules
+    from albert_lm.convert.tf import _NoInit
+    from albert_lm.model import AlbertForPreTraining
 
     with torch.device("meta"), _NoInit():
         shapes_ours = {k: tuple(v.shape) for k, v in AlbertForPreTraining(config).state_dict().items()}
@@ -137,8 +137,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per converter (best time, max memory)")
     args = parser.parse_args()
 
-    from albert.config import AlbertConfig
-    from albert.convert.tf_checkpoint import write_checkpoint
+    from albert_lm.config import AlbertConfig
+    from albert_lm.convert.tf_checkpoint import write_checkpoint
 
     config = AlbertConfig.from_preset(args.preset)
     cfg = {

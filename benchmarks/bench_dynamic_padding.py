@@ -2,8 +2,8 @@
 """Fine-tuning epoch time: dynamic padding + length-grouped batches vs padding every batch to 128.
 
 The original (classifier_utils.py) and transformers' run_glue example pad every sequence to
-max_seq_length; `albert.tasks.collate` pads each batch to its longest member and draws batches from
-groups of similar length. Both runs go through the same code path (`albert.tasks.base.finetune`, the
+max_seq_length; `albert_lm.tasks.collate` pads each batch to its longest member and draws batches from
+groups of similar length. Both runs go through the same code path (`albert_lm.tasks.base.finetune`, the
 one trainer), on the same data (the polarity training split, 3200 sentences), the same model
 (all-MiniLM-L6-v2) and batch size; only ``pad_to_max_length`` / ``group_by_length`` differ.
 
@@ -46,9 +46,9 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from albert.tasks.base import FinetuneConfig, finetune, load_model_tokenizer
-    from albert.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
-    from albert.tasks.custom import CustomData, CustomTask
+    from albert_lm.tasks.base import FinetuneConfig, finetune, load_model_tokenizer
+    from albert_lm.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
+    from albert_lm.tasks.custom import CustomData, CustomTask
 
     task = CustomTask(CustomData(train=DATA, columns=("label", "text"), dev_fraction=0.2, split_seed=0))
     # a tiny dev set: the evaluation is not what is timed

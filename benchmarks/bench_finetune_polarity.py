@@ -3,7 +3,7 @@
 
 Task: the Pang & Lee sentence-polarity set (data/polarity/polarity-en-pang-lee.csv: 2000 positive, 2000
 negative sentences; no header, columns label (1 / -1) and text). Split: a fixed 80/20 hold-out,
-`albert.tasks.custom.holdout_split(4000, 0.2, seed=0)` (a numpy PCG64 permutation; the first 800
+`albert_lm.tasks.custom.holdout_split(4000, 0.2, seed=0)` (a numpy PCG64 permutation; the first 800
 indices of the permutation are dev), so 3200 train and 800 dev sentences.
 
 Weights: all-MiniLM-L6-v2 (data/minilm: BertModel, 6 layers, hidden 384), a new 2-way head.
@@ -52,7 +52,7 @@ def run_ours(init: Path, out: Path, args: argparse.Namespace) -> dict:
     cmd = [
         sys.executable,
         "-m",
-        "albert.cli.main",
+        "albert_lm.cli.main",
         "finetune",
         "custom",
         "--train",
@@ -81,7 +81,7 @@ def run_ours(init: Path, out: Path, args: argparse.Namespace) -> dict:
         str(args.seed),
         "--no-progress",
     ]
-    print("$", " ".join(cmd[2:]).replace("albert.cli.main", "albert"), flush=True)
+    print("$", " ".join(cmd[2:]).replace("albert_lm.cli.main", "albert"), flush=True)
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, cwd=REPO)
     wall = time.perf_counter() - t0
@@ -95,7 +95,7 @@ def run_reference(args: argparse.Namespace) -> dict:
     import torch
     from transformers import BertForSequenceClassification, BertTokenizerFast, get_linear_schedule_with_warmup
 
-    from albert.tasks.custom import holdout_split, read_records
+    from albert_lm.tasks.custom import holdout_split, read_records
 
     t0 = time.perf_counter()
     records = [r for _, r in read_records(DATA, "csv", ("label", "text"))]
@@ -165,8 +165,8 @@ def make_random_like(src: Path, dst: Path, seed: int) -> Path:
     """A model directory with ``src``'s config and tokenizer and freshly initialized encoder weights."""
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertModel
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertModel
 
     if dst.exists():
         shutil.rmtree(dst)

@@ -51,10 +51,10 @@ def build(preset: str, variants: list[str], threads: int, work: Path) -> tuple[d
     """One callable per variant taking (input_ids, attention_mask, token_type_ids) -> logits (numpy)."""
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.export.onnx import export_onnx, load_session, run_session
-    from albert.export.quantize import quantize_onnx_int8, quantize_torch_int8
-    from albert.model import AlbertForSequenceClassification
+    from albert_lm.config import AlbertConfig
+    from albert_lm.export.onnx import export_onnx, load_session, run_session
+    from albert_lm.export.quantize import quantize_onnx_int8, quantize_torch_int8
+    from albert_lm.model import AlbertForSequenceClassification
 
     torch.manual_seed(0)
     ours = AlbertForSequenceClassification(AlbertConfig.from_preset(preset), num_labels=2).eval()
@@ -180,7 +180,7 @@ def main() -> int:
         print("file sizes (MB): " + ", ".join(f"{k} {v}" for k, v in mb.items()))
         if "model.int8.onnx" in mb:
             print(f"  model.int8.onnx <= 13 MB: {'met' if mb['model.int8.onnx'] <= 13 else 'NOT met'}")
-        from albert.config import AlbertConfig
+        from albert_lm.config import AlbertConfig
 
         vocab = AlbertConfig.from_preset(args.preset).vocab_size
         results = {}

@@ -3,10 +3,10 @@
 
 Cases (albert-base by default):
   * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
-    in fp32 and under bf16 autocast (ours: `albert.optim.build_optimizer`'s AdamW and the trainer's
-    autocast -- in fp32 on a CPU the linear layers on the library `albert.model.fp32_linear` measures
-    fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert.model.encoder.cpu_attention`);
-    glibc malloc keeping freed memory, `albert.train.allocator`; transformers: a plain
+    in fp32 and under bf16 autocast (ours: `albert_lm.optim.build_optimizer`'s AdamW and the trainer's
+    autocast -- in fp32 on a CPU the linear layers on the library `albert_lm.model.fp32_linear` measures
+    fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert_lm.model.encoder.cpu_attention`);
+    glibc malloc keeping freed memory, `albert_lm.train.allocator`; transformers: a plain
     ``torch.optim.AdamW``, ``torch.autocast`` and the allocator's defaults);
   * AlbertModel inference at 32x128 (fp32).
 
@@ -52,7 +52,7 @@ CASES = {
 class PeakRSS:
     """Samples this process's RSS in a thread (CPU peak memory). The base is taken after handing the memory
     malloc holds free back to the kernel (glibc's ``malloc_trim``): where malloc keeps freed blocks for reuse
-    (`albert.train.allocator`), the previous step's peak would otherwise still be resident at the base, and
+    (`albert_lm.train.allocator`), the previous step's peak would otherwise still be resident at the base, and
     the peak above it would read ~0."""
 
     def __init__(self) -> None:
@@ -88,7 +88,7 @@ class PeakRSS:
 def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     import torch
 
-    from albert.config import AlbertConfig
+    from albert_lm.config import AlbertConfig
 
     kind, precision, b, t = CASES[case]
     torch.manual_seed(0)
@@ -106,7 +106,7 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
     sop = torch.randint(0, 2, (b,), device=device)
 
     if impl == "ours":
-        from albert.model import AlbertForPreTraining, AlbertModel
+        from albert_lm.model import AlbertForPreTraining, AlbertModel
 
         model = (AlbertModel if kind == "infer" else AlbertForPreTraining)(config)
         batch = dict(input_ids=ids, token_type_ids=types, attention_mask=mask)
@@ -123,9 +123,9 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         train_batch = dict(batch, labels=labels, sentence_order_label=sop)
     model.to(device)
     if impl == "ours":  # the trainer's autocast, fp32 linear library, attention precision and allocator
-        from albert.model.fp32_linear import choose_fp32_linear
-        from albert.train.allocator import keep_freed_memory
-        from albert.train.parallelize import autocast
+        from albert_lm.model.fp32_linear import choose_fp32_linear
+        from albert_lm.train.allocator import keep_freed_memory
+        from albert_lm.train.parallelize import autocast
 
         keep_freed_memory()  # this process is ours alone (each case and implementation runs in its own)
 
@@ -140,8 +140,8 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
 
     if kind == "train":
         model.train()
-        if impl == "ours":  # the project's own AdamW (albert.optim: fused where torch has the kernel)
-            from albert.optim import build_optimizer
+        if impl == "ours":  # the project's own AdamW (albert_lm.optim: fused where torch has the kernel)
+            from albert_lm.optim import build_optimizer
 
             opt = build_optimizer(model, "adamw", 1e-4)
         else:  # what a transformers user writes
@@ -231,7 +231,7 @@ def matmul_peak(
 def step_shape_rates(device: str, precision: str, preset: str, rows: int) -> dict[str, float]:
     """FLOP/s of the training step's own projection GEMMs at ``rows`` tokens (forward; the backward's
     products have the same sizes): whether the GEMMs, or the time between them, keep the step below peak."""
-    from albert.config import AlbertConfig
+    from albert_lm.config import AlbertConfig
 
     c = AlbertConfig.from_preset(preset)
     h, i = c.hidden_size, c.intermediate_size
@@ -261,7 +261,7 @@ def open_text(path: str) -> str:
 
 
 def cpu_flags_line() -> str:
-    from albert.train.precision import _cpuinfo_flags
+    from albert_lm.train.precision import _cpuinfo_flags
 
     flags = _cpuinfo_flags()
     try:
@@ -294,7 +294,7 @@ def main() -> int:
 
     import torch
 
-    from albert.train.precision import cpu_capability, native_bf16, resolve_precision
+    from albert_lm.train.precision import cpu_capability, native_bf16, resolve_precision
 
     print(
         f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, preset {args.preset}"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`albert predict` throughput, old vs new, in one run: lines/s on 2000 sentences with albert-tiny.
 
-*old* is ``src/albert/cli/predict.py`` as it was before streaming (``--old-rev``, read with ``git show``
+*old* is ``src/albert_lm/cli/predict.py`` as it was before streaming (``--old-rev``, read with ``git show``
 and imported as a module of its own): it read all input, then tokenized line by line (one encoder call,
 which for SentencePiece starts a thread, per line) and ran the model on batches of the whole input sorted
 by length. *new* is the current module: it streams chunks of up to 16 batches (cut short when the input
@@ -59,11 +59,11 @@ def make_model_dir(path: Path, texts: list[str], vocab_size: int) -> Path:
     """A random albert-tiny classifier (labels neg / pos) with a SentencePiece model trained on ``texts``."""
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForSequenceClassification
-    from albert.tasks.classification import ClassificationTask
-    from albert.tasks.rundir import write_task_info
-    from albert.tokenizer.train import train_sentencepiece
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForSequenceClassification
+    from albert_lm.tasks.classification import ClassificationTask
+    from albert_lm.tasks.rundir import write_task_info
+    from albert_lm.tokenizer.train import train_sentencepiece
 
     corpus = path.parent / "corpus.txt"
     corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
@@ -81,7 +81,7 @@ def make_model_dir(path: Path, texts: list[str], vocab_size: int) -> Path:
 def old_module(rev: str, where: Path) -> ModuleType:
     """cli/predict.py at ``rev``, imported as a module of its own (``albert_predict_old``)."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:src/albert/cli/predict.py"],
+        ["git", "show", f"{rev}:src/albert_lm/cli/predict.py"],
         cwd=REPO,
         check=True,
         capture_output=True,
@@ -143,10 +143,10 @@ def compare(old: list[dict], new: list[dict]) -> dict[str, Any]:
 
 def tokenize_seconds(model: Path, texts: list[str], threads: int) -> tuple[float, float]:
     """Seconds to featurize ``texts`` line by line (the task's own featurize: the old path) and in one
-    batch call (`albert.export.runtime.featurize`: the new path), best of three."""
-    from albert.export.runtime import featurize
-    from albert.tasks.base import Example
-    from albert.tasks.rundir import load_finetuned
+    batch call (`albert_lm.export.runtime.featurize`: the new path), best of three."""
+    from albert_lm.export.runtime import featurize
+    from albert_lm.tasks.base import Example
+    from albert_lm.tasks.rundir import load_finetuned
 
     ft = load_finetuned(model)
     examples = [Example(str(i), (t,)) for i, t in enumerate(texts)]
@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    import albert.cli.predict as new
+    import albert_lm.cli.predict as new
 
     torch.set_num_threads(args.threads)  # the old command has no --threads: both get the same
     corpus = polarity()

@@ -10,7 +10,7 @@ file repeated 8 times. Tokenizer: ``--tokenizer`` or a 16k SentencePiece model t
 Each measurement runs in a fresh process and reports wall time and peak RSS (``ru_maxrss``; with worker
 processes, the main process's and the largest worker's):
 
-* ours: ``albert.data.pipeline.prepare`` with 1 and 2 workers (shards of ``--shard-chars`` characters, so
+* ours: ``albert_lm.data.pipeline.prepare`` with 1 and 2 workers (shards of ``--shard-chars`` characters, so
   2 workers have shards to share), static masking;
 * reference: the original's algorithm as it is written -- every document tokenized into memory, then
   ``dupe_factor`` passes of create_instances_from_document + create_masked_lm_predictions (with its
@@ -43,7 +43,7 @@ DUMP = REPO / "data" / "wiki" / "enwiki-shortened.xml.bz2"
 def run_ours(
     corpus: str, tokenizer: str, out: str, workers: int, dupe: int, max_seq: int, shard_chars: int
 ) -> dict:
-    from albert.data.pipeline import PrepareConfig, prepare
+    from albert_lm.data.pipeline import PrepareConfig, prepare
 
     cfg = PrepareConfig(max_seq_length=max_seq, dupe_factor=dupe, shard_chars=shard_chars)
     t0 = time.perf_counter()
@@ -62,12 +62,12 @@ def run_reference(corpus: str, tokenizer: str, dupe: int, max_seq: int) -> dict:
 
     import numpy as np
 
-    from albert.tokenizer import load_tokenizer
+    from albert_lm.tokenizer import load_tokenizer
 
     tok = load_tokenizer(tokenizer)
     vocab = list(range(tok.vocab_size))
     pieces = [tok.id_to_piece(i) for i in vocab]
-    from albert.data.masking import is_start_piece_sp
+    from albert_lm.data.masking import is_start_piece_sp
 
     start = [is_start_piece_sp(p) for p in pieces]
     cls, sep, mask = tok.cls_id, tok.sep_id, tok.mask_id
@@ -207,7 +207,7 @@ def measure(args: list[str]) -> dict:
 
 
 def make_corpora(tmp: Path, repeat: int) -> tuple[Path, Path]:
-    from albert.data.documents import ReadReport, SentenceSplitter, read_documents
+    from albert_lm.data.documents import ReadReport, SentenceSplitter, read_documents
 
     splitter = SentenceSplitter("english")
     one = tmp / "wiki.txt"
@@ -248,7 +248,7 @@ def main() -> None:
         if not tokenizer:
             tokenizer = str(tmp / "tok")
             subprocess.run(
-                [sys.executable, "-m", "albert.cli.main", "tokenizer", "train", "--input", str(DUMP),
+                [sys.executable, "-m", "albert_lm.cli.main", "tokenizer", "train", "--input", str(DUMP),
                  "--vocab-size", "16000", "--output", tokenizer, "--quiet"],
                 check=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")},
             )  # fmt: skip
@@ -266,7 +266,7 @@ def main() -> None:
             res["ref"] = measure(["reference", str(one), tokenizer, D, T])
             res["ref_xN"] = measure(["reference", str(many), tokenizer, D, T])
 
-        from albert.data.stats import compute_stats
+        from albert_lm.data.stats import compute_stats
 
         stats = compute_stats(tmp / "o1")
 

@@ -62,7 +62,7 @@ def reference_worker(args: argparse.Namespace) -> dict:
     import torch
     from transformers import AlbertConfig, AlbertForPreTraining
 
-    from albert.data import PretrainingDataset
+    from albert_lm.data import PretrainingDataset
 
     torch.manual_seed(args.seed)
     torch.set_num_threads(args.threads)
@@ -135,7 +135,7 @@ def reference_worker(args: argparse.Namespace) -> dict:
 def heldout(eval_dir: str, forward) -> dict:
     """Held-out MLM accuracy over every masked position and SOP accuracy over every sequence;
     ``forward(batch) -> (logits at the masked positions (N, V), SOP logits (B, 2))``."""
-    from albert.data import PretrainingDataset
+    from albert_lm.data import PretrainingDataset
 
     ds = PretrainingDataset(eval_dir, shuffle=False, batch_size=64)
     mc = mn = sc = sn = 0
@@ -153,11 +153,11 @@ def ours(args: argparse.Namespace, run_dir: Path) -> dict:
     """``albert pretrain --recipe demo`` for the same minutes; held-out metrics of its final model."""
     import torch
 
-    from albert.model import AlbertForPreTraining
+    from albert_lm.model import AlbertForPreTraining
 
     steps = int(args.minutes * 60 * args.ours_tokens_per_s / (32 * 128))
     cmd = [
-        sys.executable, "-m", "albert.cli.main", "pretrain", "--recipe", "demo", "--data-dir", args.data,
+        sys.executable, "-m", "albert_lm.cli.main", "pretrain", "--recipe", "demo", "--data-dir", args.data,
         "--run-dir", str(run_dir), "--set", f"run.max_time_minutes={args.minutes}",
         "--set", f"schedule.total_steps={steps}", "--set", f"schedule.warmup_steps={min(50, steps // 10)}",
         "--set", f"run.threads={args.threads}", "--set", "run.eval_every=null", "--set", "run.save_every=null",
@@ -199,7 +199,7 @@ def main() -> int:
         print(json.dumps(reference_worker(args)))
         return 0
 
-    from albert.tasks.pretraining import baselines
+    from albert_lm.tasks.pretraining import baselines
 
     results: dict[str, dict] = {}
     if args.only != "reference":

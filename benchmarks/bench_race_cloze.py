@@ -30,7 +30,7 @@ MINILM = REPO / "data" / "minilm"
 
 
 def albert(*argv: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "albert.cli.main", *argv]
+    cmd = [sys.executable, "-m", "albert_lm.cli.main", *argv]
     print("$ albert", " ".join(argv), flush=True)
     return subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.PIPE, text=True)
 

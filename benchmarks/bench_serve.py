@@ -8,7 +8,7 @@ vocabulary of the polarity set's words (filled up to the preset's 30000 entries)
 real sentences of realistic token counts; each request carries one sentence from the polarity set
 (data/polarity; a fixed list of sentences when it is absent). Each client sends its next request as
 soon as the previous one is answered, for ``--seconds`` per level after a short warm-up. The server is a
-separate process (`python -m albert serve`), started once per backend; the ONNX file is exported
+separate process (`python -m albert_lm serve`), started once per backend; the ONNX file is exported
 before the server starts. The clients are plain asyncio streams in this process (httpx cost ~3 ms of CPU
 per request, enough to starve a server on the same 2 cores: 2.3 inputs per model call at 32 clients).
 Also shown: inputs per model call (micro-batching at work), from the server's /health counters.
@@ -57,10 +57,10 @@ def sentences(limit: int = 2000) -> list[str]:
 def make_model_dir(path: Path, preset: str, texts: list[str]) -> Path:
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForSequenceClassification
-    from albert.tasks.classification import ClassificationTask
-    from albert.tasks.rundir import write_task_info
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForSequenceClassification
+    from albert_lm.tasks.classification import ClassificationTask
+    from albert_lm.tasks.rundir import write_task_info
 
     config = AlbertConfig.from_preset(preset)
     counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
@@ -88,7 +88,7 @@ def start_server(model: Path, backend: str, args: argparse.Namespace, log: Path)
     import httpx
 
     port = free_port()
-    argv = [sys.executable, "-m", "albert", "serve", str(model), "--backend", backend, "--port", str(port)]
+    argv = [sys.executable, "-m", "albert_lm", "serve", str(model), "--backend", backend, "--port", str(port)]
     argv += [
         "--threads",
         str(args.threads),
@@ -119,7 +119,7 @@ def offline(model: Path, backend: str, args: argparse.Namespace, texts: list[str
     `Predictor.rows` over ``--offline`` sentences drawn as the clients draw them (length-sorted batches of
     ``--max-batch``, as `albert predict` runs them), and the same sentences in the server's batches
     (``--max-batch`` random ones per call): what the model costs served, without HTTP."""
-    from albert.serve.predictor import Predictor
+    from albert_lm.serve.predictor import Predictor
 
     predictor = Predictor.load(
         model, backend=backend, int8=args.int8, threads=args.threads, batch_size=args.max_batch
@@ -226,7 +226,7 @@ def main() -> int:
 
     from bench_inference import cpu_line  # this directory: the CPU and its int8 flags, as there
 
-    from albert.export.pipeline import export_model_dir
+    from albert_lm.export.pipeline import export_model_dir
 
     print(cpu_line())
 

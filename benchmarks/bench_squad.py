@@ -3,17 +3,17 @@
 ALBERT's SQuAD 2.0 answer-verifier head on a SQuAD-2.0-style set. One run, side by side.
 
 Data: the real SQuAD v1.1 dev set (data/squad/dev-v1.1.json, 48 articles), split by article in file
-order: the first 36 articles train, the last 12 evaluate (`albert.tasks.squad.split_articles`); no
+order: the first 36 articles train, the last 12 evaluate (`albert_lm.tasks.squad.split_articles`); no
 paragraph is on both sides. ``--train-questions`` / ``--eval-questions`` take a seeded sample of each side
 (CPU budget); training uses the first gold answer, evaluation scores against all of them.
 
 Weights: all-MiniLM-L6-v2 (data/minilm: BertModel, 6 layers, hidden 384), a new span head.
 
-1. span, ours: `albert.model.AlbertForQuestionAnswering.from_pretrained(data/minilm)`;
+1. span, ours: `albert_lm.model.AlbertForQuestionAnswering.from_pretrained(data/minilm)`;
 2. span, reference: `transformers.BertForQuestionAnswering.from_pretrained(data/minilm)`;
 
 trained *identically*: the same features (our featurization: windows, labels), the same batches in the
-same order (`LengthGroupedBatches`, one seed), the same trainer (`albert.train.Trainer.for_finetuning`:
+same order (`LengthGroupedBatches`, one seed), the same trainer (`albert_lm.train.Trainer.for_finetuning`:
 AdamW with weight decay 0.01 off LayerNorm and biases, linear warmup and decay, clipping 1.0), the same
 initial head (the reference's freshly initialized ``qa_outputs`` is copied into ours) and the same
 post-processing and official metric. With ``--dropout 0`` (default) both runs are deterministic, so any
@@ -22,7 +22,7 @@ whose random masks differ between the two models.
 
 3. SQuAD-2.0-style (``--v2``): both sides of the split get a third of their questions moved to a
    paragraph of another article of the same side, marked unanswerable (`make_unanswerable`); ALBERT's
-   answer-verifier head (`albert.model.squad_head.AlbertForSquadV2`) is trained on the train side and
+   answer-verifier head (`albert_lm.model.squad_head.AlbertForSquadV2`) is trained on the train side and
    evaluated on the other, reporting HasAns / NoAns and the best-F1 threshold (chosen on that set, as
    the original's evaluate_v2).
 
@@ -114,8 +114,8 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
     """One training run through the project's trainer; returns seconds."""
     import torch
 
-    from albert.tasks.collate import LengthGroupedBatches
-    from albert.train import OptimSettings, Trainer, TrainerConfig
+    from albert_lm.tasks.collate import LengthGroupedBatches
+    from albert_lm.train import OptimSettings, Trainer, TrainerConfig
 
     batches = LengthGroupedBatches(features, args.batch_size, task.collate, seed=args.seed)
     steps = max(1, round(args.epochs * len(batches)))
@@ -144,7 +144,7 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
 def _evaluate(
     model: Any, task: Any, examples: list, features: list, args: argparse.Namespace
 ) -> tuple[dict, float]:
-    from albert.tasks.base import evaluate, model_predict_fn
+    from albert_lm.tasks.base import evaluate, model_predict_fn
 
     t0 = time.perf_counter()
     res = evaluate(task, examples, features, model_predict_fn(model), batch_size=args.eval_batch_size)
@@ -189,10 +189,10 @@ def main() -> int:
     import torch
     from transformers import BertForQuestionAnswering
 
-    from albert.model import AlbertForQuestionAnswering
-    from albert.model.squad_head import AlbertForSquadV2
-    from albert.tasks.squad import SquadTask, make_unanswerable, split_articles
-    from albert.tokenizer import load_tokenizer
+    from albert_lm.model import AlbertForQuestionAnswering
+    from albert_lm.model.squad_head import AlbertForSquadV2
+    from albert_lm.tasks.squad import SquadTask, make_unanswerable, split_articles
+    from albert_lm.tokenizer import load_tokenizer
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -2,7 +2,7 @@
 
     python benchmarks/bench_tokenizer.py [--n 20000] [--repeat 3] [--tokenizer DIR]
 
-SentencePiece: `albert.tokenizer.AlbertTokenizer.batch_encode` against transformers' `AlbertTokenizer`
+SentencePiece: `albert_lm.tokenizer.AlbertTokenizer.batch_encode` against transformers' `AlbertTokenizer`
 (slow, SentencePiece-based; the reference our ids match) and `AlbertTokenizerFast` (Rust), all three
 producing input_ids / token_type_ids / attention_mask for the same 20,000 real sentences (Wikipedia dump,
 Botchan, polarity corpus). Also reported: how many sentences each transformers tokenizer encodes to the
@@ -28,8 +28,8 @@ sys.path.insert(0, str(REPO / "tests" / "fixtures" / "tokenizer"))
 
 import tokenizer_support as ts  # noqa: E402
 
-from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer  # noqa: E402
-from albert.tokenizer.base import default_num_workers  # noqa: E402
+from albert_lm.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer  # noqa: E402
+from albert_lm.tokenizer.base import default_num_workers  # noqa: E402
 
 
 def best_rate(fn: Callable[[], object], n: int, repeat: int) -> float:

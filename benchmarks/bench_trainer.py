@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trainer throughput, side by side in one run.
 
-1. Our whole training loop (`albert.train.Trainer`: LAMB, global-norm clipping, metrics, autocast) around our
+1. Our whole training loop (`albert_lm.train.Trainer`: LAMB, global-norm clipping, metrics, autocast) around our
    AlbertForPreTraining, against a plain PyTorch loop around transformers' AlbertForPreTraining (sdpa,
    torch AdamW, clipping) at the same model configuration and batch, in fp32 and bf16 autocast. Default: the
    demo's model (E 128, H 256, 4 shared layers, 4 heads, FFN 1024) at 32 x 128, the size of the pretraining
@@ -69,7 +69,7 @@ def worker(
 ) -> dict:
     import torch
 
-    from albert.config import AlbertConfig
+    from albert_lm.config import AlbertConfig
 
     if threads:
         torch.set_num_threads(threads)
@@ -77,10 +77,10 @@ def worker(
     config = AlbertConfig.from_preset(preset)
     n = warmup + steps
     if impl in ("ours", "ours-adamw"):
-        from albert.model import AlbertForPreTraining
-        from albert.optim import build_optimizer, build_scheduler
-        from albert.tasks.pretraining import pretraining_metrics
-        from albert.train import Trainer, TrainerConfig
+        from albert_lm.model import AlbertForPreTraining
+        from albert_lm.optim import build_optimizer, build_scheduler
+        from albert_lm.tasks.pretraining import pretraining_metrics
+        from albert_lm.train import Trainer, TrainerConfig
 
         model = AlbertForPreTraining(config)
         opt = build_optimizer(model, "lamb" if impl == "ours" else "adamw", 1e-4)

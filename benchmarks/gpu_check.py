@@ -6,7 +6,7 @@
    GPU's bf16 dense peak: the datasheet's where the GPU is in `BF16_DENSE_PEAK`, and the measured GEMM peak;
 2. which SDPA kernel runs (flash / efficient / cudnn / math, from the profiler) for a batch without a mask,
    with an all-ones mask (what `albert pretrain` passes: the mask is never dropped, see
-   `albert.model.encoder.attention_mask_for_sdpa`) and with a padded batch;
+   `albert_lm.model.encoder.attention_mask_for_sdpa`) and with a padded batch;
 3. albert-large vs bert-large step time (paper Table 2: ALBERT-large trains 1.7x as fast as BERT-large);
 4. torch.compile on / off for the albert-base step.
 
@@ -87,9 +87,9 @@ def make_batch(vocab: int, b: int, t: int, device: str, padded: bool = False) ->
 def build(
     preset: str, sizes: Sizes, device: str, **extra: Any
 ) -> tuple[torch.nn.Module, torch.optim.Optimizer]:
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForPreTraining
-    from albert.optim import build_optimizer
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.optim import build_optimizer
 
     torch.manual_seed(0)
     overrides = dict(sizes.overrides, **extra)

@@ -7,9 +7,9 @@ loss, backward and optimizer step, the operators grouped into kinds (GEMM, atten
     python benchmarks/profile_step.py --ops 30                          # also the 30 costliest operators
     python benchmarks/profile_step.py --batch 16 --vocab 16000 --predictions 38   # the demo recipe's step
 
-The step is the trainer's: its autocast at the given precision (`albert.train.parallelize.autocast`),
-gradient clipping at 1.0, the optimizer of `albert.optim.build_optimizer`, the allocator setting of
-`albert.train.allocator` (``ALBERT_MALLOC=system`` profiles glibc's defaults). Self CPU time is summed per
+The step is the trainer's: its autocast at the given precision (`albert_lm.train.parallelize.autocast`),
+gradient clipping at 1.0, the optimizer of `albert_lm.optim.build_optimizer`, the allocator setting of
+`albert_lm.train.allocator` (``ALBERT_MALLOC=system`` profiles glibc's defaults). Self CPU time is summed per
 operator, so an operator that calls another (a linear calling addmm) is counted once, in the callee.
 """
 
@@ -88,10 +88,10 @@ def main() -> int:
     import torch
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForPreTraining
-    from albert.optim import build_optimizer
-    from albert.train.allocator import keep_freed_memory
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.optim import build_optimizer
+    from albert_lm.train.allocator import keep_freed_memory
 
     keep_freed_memory()  # as `albert pretrain` does (ALBERT_MALLOC=system: glibc's defaults)
     torch.manual_seed(0)
@@ -122,9 +122,9 @@ def main() -> int:
     model = AlbertForPreTraining(config).train()
     opt = build_optimizer(model, args.optimizer, 1e-4)
     # the trainer's autocast: fp32 linear layers on the library measured fastest, under bf16 attention as
-    # bf16 GEMMs on a CPU without AMX (albert.train.parallelize.autocast)
-    from albert.model.fp32_linear import choose_fp32_linear
-    from albert.train.parallelize import autocast
+    # bf16 GEMMs on a CPU without AMX (albert_lm.train.parallelize.autocast)
+    from albert_lm.model.fp32_linear import choose_fp32_linear
+    from albert_lm.train.parallelize import autocast
 
     cpu, dtype = torch.device("cpu"), torch.bfloat16 if args.precision == "bf16" else None
     linear = choose_fp32_linear("auto") if dtype is None else "torch"

@@ -98,7 +98,7 @@ def sh(*cmd: str) -> None:
 
 def albert(*args: str) -> None:
     exe = Path(sys.executable).with_name("albert")
-    sh(*((str(exe),) if exe.exists() else (sys.executable, "-m", "albert.cli.main")), *args)
+    sh(*((str(exe),) if exe.exists() else (sys.executable, "-m", "albert_lm.cli.main")), *args)
 
 
 def split_corpus(out: Path, corpus: str = "wiki") -> tuple[Path, Path, Path]:
@@ -107,7 +107,7 @@ def split_corpus(out: Path, corpus: str = "wiki") -> tuple[Path, Path, Path]:
     original's ``lines`` format with a paragraph per line, for ``--units paragraphs``) and ``train.txt``
     (for the tokenizer). ``corpus="all"``: the training side also gets the rest of the English text of
     ../shared/DATA.md (``extra_documents``); the held-out articles stay Wikipedia."""
-    from albert.data import ReadReport, read_documents
+    from albert_lm.data import ReadReport, read_documents
 
     out.mkdir(parents=True, exist_ok=True)
     names = ("train.jsonl", "heldout.jsonl", "train.paragraphs.txt", "heldout.paragraphs.txt", "train.txt")
@@ -148,7 +148,7 @@ def extra_documents() -> list:
     used: they are the probe's and fine-tuning's data."""
     import re
 
-    from albert.data.documents import Document
+    from albert_lm.data.documents import Document
 
     data = WIKI.parent.parent
     texts: list[str] = []
@@ -213,7 +213,7 @@ def verdict(name: str, got: float, floor: float, floor_name: str, se: float, of:
 
 def precision_note() -> str:
     """What ``precision: auto`` picks on this CPU, and why (the pretraining logs it too)."""
-    from albert.train.precision import native_bf16
+    from albert_lm.train.precision import native_bf16
 
     native, why = native_bf16("cpu")
     return f"precision auto -> {'bf16' if native else 'fp32'}: {why}"
@@ -352,8 +352,8 @@ def main() -> int:
 
 def report_heldout(train_data: Path, held_data: Path, run_dir: Path, units: str) -> None:
     """Step 6: the held-out accuracies of the run next to the baselines and floors, and a verdict for each."""
-    from albert.data.cues import sop_cues
-    from albert.tasks.pretraining import baselines
+    from albert_lm.data.cues import sop_cues
+    from albert_lm.tasks.pretraining import baselines
 
     base = baselines(train_data, held_data, max_batches=1000)
     cues = sop_cues(train_data, held_data)["accuracy"]  # `albert data cues TRAIN HELDOUT`, ~20 s

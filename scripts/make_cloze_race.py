@@ -183,7 +183,7 @@ def main() -> int:
         print(f"{args.wiki} missing: run `python scripts/fetch_data.py`", file=sys.stderr)
         return 2
 
-    from albert.data.documents import ReadReport, SentenceSplitter, read_documents
+    from albert_lm.data.documents import ReadReport, SentenceSplitter, read_documents
 
     rng = random.Random(args.seed)
     splitter = SentenceSplitter("english")

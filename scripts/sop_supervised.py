@@ -8,7 +8,7 @@ stayed at 0.693. This script asks the prior question: can this encoder learn sen
 1. the corpus and document split of ``scripts/sop_vs_nsp.py`` (Wikipedia pages and State of the Union
    speeches; documents whose index is 0 or 1 mod 10 held out) and its ``albert prepare --task sop`` (MiniLM
    WordPiece vocabulary, length 128, dupe factor 1, seed 12345): the SOP pairs are the library's own
-   instances (``albert.data.instances``), read back from the shards, not re-implemented;
+   instances (``albert_lm.data.instances``), read back from the shards, not re-implemented;
 2. each instance -> one csv row (segment A, segment B, label ``in_order`` / ``swapped``), the token ids
    decoded back to text (uncased WordPiece decodes and re-encodes to the same ids almost always); the few
    instances whose B was drawn from another document (a one-unit chunk: a topic shift, not an order) are left
@@ -92,9 +92,9 @@ def prepare_task(work: Path, task: str = "sop") -> dict[str, Path]:
 def shards_to_csv(data_dir: Path, out: Path, tok: Any, task: str = "sop") -> dict[str, int]:
     """The SOP instances of ``data_dir`` as csv rows (a, b, label), ``tok`` (DATA_DIR's tokenizer) decoding
     the ids; B-from-another-document ones left out. Counts in ``out`` with suffix .json; cached."""
-    from albert.data import ShardReader, load_manifest
-    from albert.data.instances import FLAG_LABEL, FLAG_RANDOM_B
-    from albert.data.shards import iter_shard_paths
+    from albert_lm.data import ShardReader, load_manifest
+    from albert_lm.data.instances import FLAG_LABEL, FLAG_RANDOM_B
+    from albert_lm.data.shards import iter_shard_paths
 
     stats = {"rows": 0, "swapped": 0, "random_b_left_out": 0}
     if out.exists():
@@ -297,7 +297,7 @@ def main() -> int:
     else:
         dirs = prepare_task(work, args.task)
         csvs = {"train": work / f"{args.task}_train.csv", "dev": work / f"{args.task}_dev.csv"}
-        from albert.tokenizer import load_tokenizer
+        from albert_lm.tokenizer import load_tokenizer
 
         tok = load_tokenizer(MINILM)
         stats = {

@@ -82,7 +82,7 @@ def run_albert(*args: str) -> None:
 
 def write_corpus(out: Path) -> dict[str, Path]:
     """Wikipedia pages and SOTU speeches -> ``{train,heldout}.jsonl`` (one document per line)."""
-    from albert.data import ReadReport, read_documents
+    from albert_lm.data import ReadReport, read_documents
 
     paths = {name: out / f"{name}.jsonl" for name in ("train", "heldout")}
     if all(p.exists() for p in paths.values()):
@@ -160,10 +160,10 @@ def evaluate(
     ``compute=False`` only the cached figures."""
     import torch
 
-    from albert.model import AlbertForPreTraining
-    from albert.tasks.pretraining import PretrainingEvaluator
-    from albert.train.parallelize import PRECISION_DTYPES, autocast
-    from albert.train.precision import resolve_precision
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.tasks.pretraining import PretrainingEvaluator
+    from albert_lm.train.parallelize import PRECISION_DTYPES, autocast
+    from albert_lm.train.precision import resolve_precision
 
     # the runs' own precision (auto: bf16 where the CPU runs it natively), as the trainer's evaluations
     cpu = torch.device("cpu")
@@ -187,8 +187,8 @@ def evaluate(
 
 def floors(work: Path, dirs: dict[tuple[str, str], Path], batches: int) -> dict:
     """Per held-out set: majority class / most frequent token (baselines) and ``albert data cues``."""
-    from albert.data.cues import sop_cues
-    from albert.tasks.pretraining import baselines
+    from albert_lm.data.cues import sop_cues
+    from albert_lm.tasks.pretraining import baselines
 
     cache = work / "floors.json"
     if cache.exists():

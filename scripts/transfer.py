@@ -5,7 +5,7 @@ For each pretraining run directory given, every checkpoint (``checkpoints/step-*
 ``model/`` are scored by
 
 * the held-out masked-LM loss and accuracy the run logged at that step (``metrics.jsonl``);
-* the representation spread (albert.train.health: the std across held-out sequences of the mean-pooled
+* the representation spread (albert_lm.train.health: the std across held-out sequences of the mean-pooled
   last layer, median over features; ~0 when the encoder ignores its input), on the first batch of
   ``--heldout``;
 * the linear probe on the sentence-polarity set (``albert probe``: frozen mean-pooled features, logistic
@@ -41,7 +41,7 @@ POLARITY = DATA / "polarity" / "polarity-en-pang-lee.csv"
 def polarity_split(outer_folds: int) -> tuple[list[Any], list[Any]]:
     """All 4,000 sentences and no dev part (cross-fitted with ``outer_folds``), or the demo's fine-tuning
     split: 3200 train / 800 dev, seed 0 (as `albert finetune custom --dev-fraction 0.2 --split-seed 0`)."""
-    from albert.tasks.custom import CustomData, holdout_split, read_file
+    from albert_lm.tasks.custom import CustomData, holdout_split, read_file
 
     rows = read_file(CustomData(columns=("label", "text")), POLARITY, labelled=True, split="train")
     if outer_folds:
@@ -74,7 +74,7 @@ def architecture_key(model_dir: Path) -> str:
     and the vocabulary (the tokenizer files)."""
     import hashlib
 
-    from albert.tasks.inputs import read_model_config
+    from albert_lm.tasks.inputs import read_model_config
 
     h = hashlib.sha256(repr(read_model_config(model_dir)).encode())
     for name in ("spiece.model", "vocab.txt", "tokenizer.json"):
@@ -118,10 +118,10 @@ def main() -> int:
 
     import torch
 
-    from albert.cli.probe import compare
-    from albert.data import PretrainingDataset
-    from albert.tasks.probe import ProbeConfig, load_encoder, run_probe
-    from albert.train.health import representation_spread
+    from albert_lm.cli.probe import compare
+    from albert_lm.data import PretrainingDataset
+    from albert_lm.tasks.probe import ProbeConfig, load_encoder, run_probe
+    from albert_lm.train.health import representation_spread
 
     if args.threads:
         torch.set_num_threads(args.threads)

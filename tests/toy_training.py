@@ -83,9 +83,9 @@ class Stream:
 
 def main(argv: list[str] | None = None) -> int:
     """Train Toy with LAMB; used by tests/e2e (SIGKILL + resume, torchrun vs one process)."""
-    from albert.optim import build_optimizer, build_scheduler
-    from albert.train import Trainer, TrainerConfig
-    from albert.train.distributed import exit_process, init_distributed
+    from albert_lm.optim import build_optimizer, build_scheduler
+    from albert_lm.train import Trainer, TrainerConfig
+    from albert_lm.train.distributed import exit_process, init_distributed
 
     p = argparse.ArgumentParser()
     p.add_argument("--run-dir", required=True)

@@ -17,7 +17,7 @@ from typing import Any
 
 
 class FakeClock:
-    """Stands in for the ``time`` module inside `albert.train.trainer`."""
+    """Stands in for the ``time`` module inside `albert_lm.train.trainer`."""
 
     def __init__(self, start: float) -> None:
         self.now = start
@@ -30,8 +30,8 @@ class FakeClock:
 
 
 def main() -> int:
-    from albert.cli.main import main as albert_main
-    from albert.train import trainer
+    from albert_lm.cli.main import main as albert_main
+    from albert_lm.train import trainer
 
     clock = FakeClock(float(os.environ.get("ALBERT_FAKE_CLOCK_START", "0")))
     trainer.time = clock  # type: ignore[assignment]

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert.cli.main import main as albert
+from albert_lm.cli.main import main as albert
 from conftest import data_path
 
 NEWS_ARTICLES = 60  # about 38k tokens, 450 instances at length 64
@@ -52,9 +52,9 @@ def data_dir(zh: dict[str, Path]) -> Path:
 
 
 def test_prepare_chinese_masks_whole_jieba_words(data_dir: Path, zh: dict[str, Path]) -> None:
-    from albert.data.instances import instance_token_ids, instance_word_starts
-    from albert.data.shards import ShardReader, load_manifest
-    from albert.tokenizer import load_tokenizer
+    from albert_lm.data.instances import instance_token_ids, instance_word_starts
+    from albert_lm.data.shards import ShardReader, load_manifest
+    from albert_lm.tokenizer import load_tokenizer
 
     m = load_manifest(data_dir)
     assert m["config"]["zh_whole_word"] and m["tokenizer"]["kind"] == "wordpiece"
@@ -88,7 +88,7 @@ def test_prepare_chinese_masks_whole_jieba_words(data_dir: Path, zh: dict[str, P
 
 @pytest.mark.slow
 def test_pretrain_finetune_predict(data_dir: Path, zh: dict[str, Path]) -> None:
-    from albert.tokenizer import WordPieceTokenizer, load_tokenizer
+    from albert_lm.tokenizer import WordPieceTokenizer, load_tokenizer
 
     root, vocab = zh["root"], zh["vocab"]
     run = root / "pretrain"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from albert.train import checkpoint as ckpt_io
+from albert_lm.train import checkpoint as ckpt_io
 
 TESTS = Path(__file__).resolve().parent.parent
 SCRIPT = TESTS / "toy_training.py"
@@ -30,7 +30,7 @@ def _env(*paths: Path) -> dict[str, str]:
 # group once a DDP was built, and one of them may free a collective's Python-owned tensors while the
 # interpreter finalizes: "terminate called without an active exception", exit 1 after a finished run (4 in
 # 51 runs of this script). That race needs the finalization, so a rank must end without one
-# (`albert.train.distributed.exit_process`); the file shows whether it did, every run, not 1 in 13.
+# (`albert_lm.train.distributed.exit_process`); the file shows whether it did, every run, not 1 in 13.
 FINALIZATION_PROBE = """
 import atexit, os
 if "RANK" in os.environ:
@@ -100,7 +100,7 @@ def test_torchrun_two_gloo_ranks_match_one_process(tmp_path):
 
 @pytest.mark.slow  # two training processes and a torchrun launch
 def test_torchrun_ranks_roll_back_together(tmp_path):
-    """A NaN loss on one rank only (albert.train.rollback): every rank goes back to the same checkpoint and
+    """A NaN loss on one rank only (albert_lm.train.rollback): every rank goes back to the same checkpoint and
     skips the same global batches, as one process at the same global batch does."""
     common = ["--steps", "8", "--micro-batch", "8", "--dropout", "0.0", "--save-every", "2", "--spike-rollback",
               "--poison-at", "5"]  # fmt: skip

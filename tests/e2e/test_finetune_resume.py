@@ -67,7 +67,7 @@ def finetune_args(data: Path, out: Path) -> list[str]:
 
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "albert.cli.main", *args],
+        [sys.executable, "-m", "albert_lm.cli.main", *args],
         env=_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

@@ -29,7 +29,7 @@ RTOL = 1e-3  # observed cross-CPU drift over 20 steps is far below this; a real 
 def _albert(*args: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")  # same thread count: same float reductions
     subprocess.run(
-        [sys.executable, "-m", "albert.cli.main", *args], check=True, env=env, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "albert_lm.cli.main", *args], check=True, env=env, stdout=subprocess.DEVNULL
     )
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from kill_support import sigkill_after
 
-from albert.optim.schedules import TimeWarmupPolyDecay
+from albert_lm.optim.schedules import TimeWarmupPolyDecay
 
 TESTS = Path(__file__).resolve().parent.parent
 WIKI = TESTS / "fixtures" / "data_wiki_sample.txt"
@@ -34,7 +34,7 @@ COMPARED = (
 )
 
 
-CLI = [sys.executable, "-m", "albert.cli.main"]
+CLI = [sys.executable, "-m", "albert_lm.cli.main"]
 FAKE_CLOCK_CLI = [sys.executable, str(Path(__file__).resolve().parent / "fake_clock_cli.py")]
 
 

@@ -8,10 +8,10 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from albert.config import AlbertConfig  # noqa: E402
-from albert.convert import keymap  # noqa: E402
-from albert.convert.hf import load_model  # noqa: E402
-from albert.model import (  # noqa: E402
+from albert_lm.config import AlbertConfig  # noqa: E402
+from albert_lm.convert import keymap  # noqa: E402
+from albert_lm.convert.hf import load_model  # noqa: E402
+from albert_lm.model import (  # noqa: E402
     HEADS,
     AlbertForMaskedLM,
     AlbertForPreTraining,
@@ -19,7 +19,7 @@ from albert.model import (  # noqa: E402
     AlbertForSequenceClassification,
     AlbertModel,
 )
-from albert.model.heads import IGNORE_INDEX, AlbertForTokenClassification  # noqa: E402
+from albert_lm.model.heads import IGNORE_INDEX, AlbertForTokenClassification  # noqa: E402
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 
@@ -272,7 +272,7 @@ def test_real_minilm_bert_weights(minilm_dir):
 
 
 def test_our_architectures_are_transformers_classes():
-    """config.json's ``architectures`` (derived from albert.model.HEADS) names classes transformers has."""
+    """config.json's ``architectures`` (derived from albert_lm.model.HEADS) names classes transformers has."""
     for model_type in keymap.HF_HEADS:
         for head in HEADS:
             assert hasattr(transformers, keymap.hf_architecture(model_type, head)), (model_type, head)

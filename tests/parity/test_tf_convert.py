@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from albert.cli.main import main as cli
-from albert.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
-from albert.convert.tf_checkpoint import ChecksumError, TFCheckpoint, write_checkpoint
-from albert.model import HEADS, AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from albert_lm.cli.main import main as cli
+from albert_lm.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
+from albert_lm.convert.tf_checkpoint import ChecksumError, TFCheckpoint, write_checkpoint
+from albert_lm.model import HEADS, AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
 
 transformers = pytest.importorskip("transformers")
 
@@ -47,7 +47,7 @@ def _assert_state_equals_hf(model_dir: Path, hf_cls: str, hf_npz: Path) -> None:
 # ------------------------------------------------------------------------------- release tarball (google)
 def test_release_tarball_converts_exactly(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     src = FIXTURES / "google"
-    with caplog.at_level(logging.INFO, logger="albert.convert.tf"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.convert.tf"):
         report = convert_tf_checkpoint(src, tmp_path / "model", HEADS)
     assert report.layout == "google" and report.head == "pretraining" and report.unused == []
     assert len(report.skipped) == 2 * 80 + 1  # adam_m + adam_v of each of the 80 variables, global_step
@@ -278,8 +278,8 @@ def test_bert_layout_with_real_weights(tmp_path: Path, minilm_dir: Path) -> None
     transformers' BertModel."""
     from safetensors.numpy import load_file
 
-    from albert.config import AlbertConfig
-    from albert.convert import keymap
+    from albert_lm.config import AlbertConfig
+    from albert_lm.convert import keymap
 
     config = AlbertConfig.from_json(minilm_dir / "config.json")
     hf_state = load_file(str(minilm_dir / "model.safetensors"))
@@ -306,7 +306,7 @@ def test_squad_v2_head_of_run_squad_v2(tmp_path: Path) -> None:
     converts to AlbertForSquadV2, and the head computes what the TF graph computes, in numpy: start logits,
     end logits from concat([sequence, start features]) -> tanh -> LayerNorm (eps 1e-12) -> dense, and the
     answerability logit from concat([start-weighted sequence, CLS]) -> tanh -> dense without bias."""
-    from albert.model import AlbertForSquadV2
+    from albert_lm.model import AlbertForSquadV2
 
     h = 16  # the google fixture's hidden size
     rng = np.random.default_rng(0)
@@ -368,7 +368,7 @@ def test_squad_v2_head_of_run_squad_v2(tmp_path: Path) -> None:
 
 
 def test_the_caller_chooses_the_model_class() -> None:
-    """albert.convert.tf names the head; the class comes from the table its caller passes."""
+    """albert_lm.convert.tf names the head; the class comes from the table its caller passes."""
 
     class Mine(AlbertForPreTraining):
         pass

@@ -6,7 +6,7 @@
   and on the hand-made hard cases, single texts and pairs with every truncation strategy. transformers
   5 has no such class (its `AlbertTokenizer` is tokenizers-backed): these tests skip there;
 - the directory we write read by transformers' `AutoTokenizer` (4.x and 5.x: a `PreTrainedTokenizerFast`
-  over our `tokenizer.json`, see `albert.tokenizer.tokenizer_json`) on the same texts, and a model
+  over our `tokenizer.json`, see `albert_lm.tokenizer.tokenizer_json`) on the same texts, and a model
   directory read by `AutoTokenizer` + `AutoModelForMaskedLM`;
 - `WordPieceTokenizer` vs `BertTokenizer` (slow in 4.x, tokenizers-backed in 5.x) with the real uncased
   vocabulary of all-MiniLM-L6-v2 (English prose) and the real Chinese vocabulary of cn-clip (People's
@@ -56,8 +56,8 @@ import tokenizer_support as ts  # noqa: E402
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
-from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer  # noqa: E402
-from albert.tokenizer.base import Encoding  # noqa: E402
+from albert_lm.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer  # noqa: E402
+from albert_lm.tokenizer.base import Encoding  # noqa: E402
 
 FAST_SAMPLE = 1000  # sentences compared on every run; all of them with -m slow
 TRANSFORMERS_5 = int(transformers.__version__.split(".")[0]) >= 5
@@ -363,8 +363,8 @@ def test_model_directory_loads_with_auto_classes(ours: AlbertTokenizer, tmp_path
     inputs and our logits."""
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForMaskedLM
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForMaskedLM
 
     model = AlbertForMaskedLM(AlbertConfig.from_preset("albert-tiny", vocab_size=ours.vocab_size)).eval()
     model.save_pretrained(tmp_path, tokenizer=ours)

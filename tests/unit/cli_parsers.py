@@ -1,5 +1,5 @@
 """Every parser of the `albert` command, for the tests that check the CLI as a whole (help texts, one
-convention): each command's arguments are built as `albert.cli.main.build_parser` builds them."""
+convention): each command's arguments are built as `albert_lm.cli.main.build_parser` builds them."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _children(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.A
 
 def all_parsers() -> list[Parser]:
     """Each command and nested subcommand (``albert finetune glue``, ``albert export onnx``), parents first."""
-    from albert.cli.main import COMMANDS, build_parser
+    from albert_lm.cli.main import COMMANDS, build_parser
 
     out: list[Parser] = []
 

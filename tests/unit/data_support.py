@@ -1,6 +1,6 @@
-"""Helpers for the tests of albert.data: a tiny SentencePiece tokenizer trained on a committed wiki excerpt.
+"""Helpers for the tests of albert_lm.data: a tiny SentencePiece tokenizer trained on a committed wiki excerpt.
 
-``make_tokenizer`` loads the model with ``albert.tokenizer.load_tokenizer`` when that module exists and
+``make_tokenizer`` loads the model with ``albert_lm.tokenizer.load_tokenizer`` when that module exists and
 otherwise with :class:`SpmStandIn`, a minimal stand-in with the agreed tokenizer interface.
 """
 
@@ -42,7 +42,7 @@ def train_spm(path: Path, vocab_size: int = 1000, text_file: Path = WIKI_SAMPLE)
 
 
 class SpmStandIn:
-    """The agreed tokenizer interface, as far as albert.data uses it, over a raw SentencePiece model."""
+    """The agreed tokenizer interface, as far as albert_lm.data uses it, over a raw SentencePiece model."""
 
     kind = "sentencepiece"
     do_lower_case = True
@@ -91,7 +91,7 @@ class SpmStandIn:
 
 def make_tokenizer(model_file: Path) -> Any:
     try:
-        from albert.tokenizer import load_tokenizer
+        from albert_lm.tokenizer import load_tokenizer
     except ImportError:
         return SpmStandIn(model_file)
     return load_tokenizer(model_file)
@@ -149,7 +149,7 @@ class WordPieceStandIn:
 
 def make_wordpiece_tokenizer(vocab_file: Path) -> Any:
     try:
-        from albert.tokenizer import load_tokenizer
+        from albert_lm.tokenizer import load_tokenizer
     except ImportError:
         return WordPieceStandIn(vocab_file)
     return load_tokenizer(vocab_file)

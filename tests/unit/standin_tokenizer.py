@@ -1,4 +1,4 @@
-"""A small stand-in for `albert.tokenizer` in task tests: one token per lower-cased word or punctuation
+"""A small stand-in for `albert_lm.tokenizer` in task tests: one token per lower-cased word or punctuation
 mark, ids given in order of first appearance. Tests can then hand-compute inputs word by word."""
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ def make_tiny_model_dir(path: Path, texts: list[str], seed: int = 0) -> Path:
     special tokens and every lower-cased word / punctuation mark of ``texts`` (so nothing is [UNK])."""
     import torch
 
-    from albert.config import AlbertConfig
-    from albert.model import AlbertModel
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertModel
 
     words: set[str] = set()
     for t in texts:

@@ -1,6 +1,6 @@
 """The package's import graph: one-way arrows in the layer order of docs/architecture.md, no circles.
 
-Every ``import albert.x`` / ``from albert.x import ...`` counts, at module level or inside a function
+Every ``import albert.x`` / ``from albert_lm.x import ...`` counts, at module level or inside a function
 (a lazy import is still a dependency). The one sanctioned upward edge is the ecosystem's convention:
 ``PreTrainedModule.from_pretrained`` / ``save_pretrained`` delegate to ``convert.hf`` (lazily).
 """
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "albert"
+SRC = Path(__file__).resolve().parents[2] / "src" / "albert_lm"
 
 # Lower layers first; a module may import only from its own layer or the layers before it.
 LAYERS: list[list[str]] = [
@@ -33,7 +33,7 @@ RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 # (importing module, imported module): the sanctioned exceptions, each with its reason.
 ALLOWED_UPWARD = {
     # from_pretrained / save_pretrained: two-line lazy delegations, the ecosystem's convention
-    ("albert.model.albert", "albert.convert.hf"),
+    ("albert_lm.model.albert", "albert_lm.convert.hf"),
 }
 
 
@@ -56,14 +56,14 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
 
 
 def _is_module(dotted: str, root: Path) -> bool:
-    """Whether ``dotted`` (``albert.model.heads``, ``albert.cli``) is a module or a package under ``root``."""
+    """Whether ``dotted`` (``albert_lm.model.heads``, ``albert_lm.cli``) is a module or a package under ``root``."""
     path = root.parent / dotted.replace(".", "/")
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def _exports(root: Path) -> dict[str, str]:
     """``albert/__init__.py``'s lazy re-exports, ``{name: defining module}`` (its ``_EXPORTS`` literal):
-    ``from albert import AlbertConfig`` depends on ``albert.config``, not on the package."""
+    ``from albert_lm import AlbertConfig`` depends on ``albert_lm.config``, not on the package."""
     init = root / "__init__.py"
     if not init.is_file():
         return {}
@@ -77,7 +77,7 @@ def _exports(root: Path) -> dict[str, str]:
 
 def _imports(path: Path, *, type_checking: bool = True, root: Path = SRC) -> set[str]:
     """The ``albert.*`` modules that ``path`` imports, anywhere in the file (``type_checking=False``: not
-    counting imports under ``if TYPE_CHECKING:``, which never run). ``from albert[.x] import y`` counts
+    counting imports under ``if TYPE_CHECKING:``, which never run). ``from albert_lm[.x] import y`` counts
     as ``albert[.x].y`` where ``y`` is a module or package (or the module that ``albert`` re-exports
     ``y`` from), else as ``albert[.x]``."""
     name = _module_name(path, root)
@@ -90,7 +90,7 @@ def _imports(path: Path, *, type_checking: bool = True, root: Path = SRC) -> set
         if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
-            out.update(a.name for a in node.names if a.name.split(".")[0] == "albert")
+            out.update(a.name for a in node.names if a.name.split(".")[0] == "albert_lm")
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")
@@ -98,14 +98,14 @@ def _imports(path: Path, *, type_checking: bool = True, root: Path = SRC) -> set
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module or ""
-            if target.split(".")[0] != "albert":
+            if target.split(".")[0] != "albert_lm":
                 continue
             for a in node.names:
-                # `from albert.model import heads`, `from albert import cli`: the submodule or package is
+                # `from albert_lm.model import heads`, `from albert_lm import cli`: the submodule or package is
                 # the dependency (recorded as `albert`, the second was exempt from every check)
                 if _is_module(f"{target}.{a.name}", root):
                     out.add(f"{target}.{a.name}")
-                elif target == "albert" and a.name in exports:
+                elif target == "albert_lm" and a.name in exports:
                     out.add(exports[a.name])
                 else:
                     out.add(target)
@@ -137,10 +137,10 @@ def upward_imports(root: Path = SRC) -> list[str]:
     """``"src -> dst"`` for each import from a lower layer to a higher one (the sanctioned ones aside)."""
     bad = []
     for src, targets in _graph(root=root).items():
-        if src == "albert":
+        if src == "albert_lm":
             continue
         for dst in targets:
-            if dst == "albert" or (src, dst) in ALLOWED_UPWARD:
+            if dst == "albert_lm" or (src, dst) in ALLOWED_UPWARD:
                 continue
             ls, ld = _layer(src), _layer(dst)
             if ls is not None and ld is not None and ld > ls:
@@ -149,7 +149,7 @@ def upward_imports(root: Path = SRC) -> list[str]:
 
 
 def test_every_module_has_a_layer() -> None:
-    missing = sorted(m for m in _graph() if m != "albert" and _layer(m) is None)
+    missing = sorted(m for m in _graph() if m != "albert_lm" and _layer(m) is None)
     assert not missing, f"modules outside the layer table (add them to LAYERS and docs): {missing}"
 
 
@@ -163,8 +163,8 @@ def test_the_graph_is_the_real_package() -> None:
     graph = _graph()
     assert {_layer(m) for m in graph} >= set(range(len(LAYERS)))
     assert sum(len(t) for t in graph.values()) > 2 * len(graph)
-    assert "albert.cli.main" in graph["albert.__main__"]  # `from albert.cli.main import main`
-    assert "albert.model" in graph["albert.tasks.pretraining"]
+    assert "albert_lm.cli.main" in graph["albert_lm.__main__"]  # `from albert_lm.cli.main import main`
+    assert "albert_lm.model" in graph["albert_lm.tasks.pretraining"]
 
 
 def test_no_import_cycles() -> None:
@@ -206,7 +206,7 @@ def _packages() -> set[str]:
 
 def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
     """A source tree ``tmp_path/albert`` with these files (and an ``__init__.py`` in every folder)."""
-    root = tmp_path / "albert"
+    root = tmp_path / "albert_lm"
     for rel, text in files.items():
         path = root / rel
         for folder in [root, *reversed(path.relative_to(root).parents)]:
@@ -219,11 +219,11 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.parametrize(
     ("source", "edge"),
     [
-        ("def f():\n    from albert.cli.main import main\n", "albert.model.x -> albert.cli.main"),  # lazy
-        ("from albert import cli\n", "albert.model.x -> albert.cli"),  # was recorded as `albert`
-        ("from albert import load_model\n", "albert.model.x -> albert.convert.hf"),  # a lazy re-export
-        ("from ..cli import main\n", "albert.model.x -> albert.cli.main"),  # relative
-        ("import albert.tasks.glue as glue\n", "albert.model.x -> albert.tasks.glue"),
+        ("def f():\n    from albert_lm.cli.main import main\n", "albert_lm.model.x -> albert_lm.cli.main"),  # lazy
+        ("from albert_lm import cli\n", "albert_lm.model.x -> albert_lm.cli"),  # was recorded as `albert`
+        ("from albert_lm import load_model\n", "albert_lm.model.x -> albert_lm.convert.hf"),  # a lazy re-export
+        ("from ..cli import main\n", "albert_lm.model.x -> albert_lm.cli.main"),  # relative
+        ("import albert_lm.tasks.glue as glue\n", "albert_lm.model.x -> albert_lm.tasks.glue"),
     ],
 )
 def test_the_checker_sees_a_violation(tmp_path: Path, source: str, edge: str) -> None:
@@ -235,20 +235,20 @@ def test_the_checker_sees_a_violation(tmp_path: Path, source: str, edge: str) ->
             "cli/main.py": "def main():\n    return 0\n",
             "convert/hf.py": "",
             "tasks/glue.py": "",
-            "__init__.py": '_EXPORTS: dict[str, str] = {"load_model": "albert.convert.hf"}\n',
+            "__init__.py": '_EXPORTS: dict[str, str] = {"load_model": "albert_lm.convert.hf"}\n',
         },
     )
     assert upward_imports(root) == [edge]
     (root / "model" / "x.py").write_text(
-        "from albert import config\nfrom albert.config import AlbertConfig\n"
+        "from albert_lm import config\nfrom albert_lm.config import AlbertConfig\n"
     )
     assert upward_imports(root) == []  # downward imports pass
 
 
 def test_an_empty_tree_fails_the_checker(tmp_path: Path) -> None:
-    (tmp_path / "albert").mkdir()
+    (tmp_path / "albert_lm").mkdir()
     with pytest.raises(AssertionError, match="no modules under"):
-        upward_imports(tmp_path / "albert")
+        upward_imports(tmp_path / "albert_lm")
 
 
 @pytest.mark.parametrize("limit", [600])

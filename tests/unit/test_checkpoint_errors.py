@@ -8,10 +8,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from albert._io import TMP_PREFIX
-from albert.config import AlbertConfig, ConfigError
-from albert.convert.hf import CheckpointError
-from albert.model import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
+from albert_lm._io import TMP_PREFIX
+from albert_lm.config import AlbertConfig, ConfigError
+from albert_lm.convert.hf import CheckpointError
+from albert_lm.model import AlbertForPreTraining, AlbertForSequenceClassification, AlbertModel
 
 
 @pytest.fixture

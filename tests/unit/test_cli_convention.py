@@ -44,21 +44,21 @@ CONCEPTS: dict[str, tuple[str, set[str], list[str]]] = {
 
 
 def test_the_walk_sees_every_command() -> None:
-    from albert.cli.main import COMMANDS
+    from albert_lm.cli.main import COMMANDS
 
     assert {name.split()[1] for name in PARSERS} == set(COMMANDS)
     assert len(PARSERS) >= 20 and sum(len(p.options()) for p in PARSERS.values()) > 300
 
 
 def test_one_way_to_run_a_command() -> None:
-    """Each leaf (sub)command's own parser says what runs it (`albert.cli.options.runs`: ``_run``), and
+    """Each leaf (sub)command's own parser says what runs it (`albert_lm.cli.options.runs`: ``_run``), and
     nothing else does: no parent's default for the same dest (argparse's precedence between the two has
     changed between releases, bpo-45235), no subcommand dest a command dispatches on, no other function
     passed through the namespace (``_convert_run``, ``_usage_error``: a second mechanism)."""
     import importlib
 
-    from albert.cli.main import COMMANDS, build_parser
-    from albert.cli.options import RUN
+    from albert_lm.cli.main import COMMANDS, build_parser
+    from albert_lm.cli.options import RUN
 
     top = build_parser()
     assert RUN not in top._defaults
@@ -78,8 +78,8 @@ def test_one_way_to_run_a_command() -> None:
 
 
 def test_the_leaf_given_runs() -> None:
-    from albert.cli import data
-    from albert.cli.main import build_parser
+    from albert_lm.cli import data
+    from albert_lm.cli.main import build_parser
 
     parser = build_parser("data")
     for name, run in [("stats", data._stats), ("cues", data._cues), ("verify", data._verify)]:
@@ -93,7 +93,7 @@ def test_the_leaf_given_runs() -> None:
      ("finetune", "TASK"), ("evaluate", "TASK")],
 )  # fmt: skip
 def test_a_missing_subcommand_is_a_usage_error(capsys, command: str, metavar: str) -> None:
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     with pytest.raises(SystemExit) as e:
         main([command])
@@ -104,7 +104,7 @@ def test_a_missing_subcommand_is_a_usage_error(capsys, command: str, metavar: st
 
 
 def test_a_usage_error_beyond_argparse_goes_through_main(capsys, tmp_path) -> None:
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     with pytest.raises(SystemExit) as e:  # prepare: --merge, or all of --input --tokenizer --output
         main(["prepare", "--input", "x.txt", "--output", str(tmp_path / "o")])
@@ -169,7 +169,7 @@ def test_no_positional_model_or_output() -> None:
 def test_an_old_spelling_works_and_says_so_once(capsys, caplog, tmp_path) -> None:
     import logging
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     def warned() -> list[str]:
         out = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
@@ -192,7 +192,7 @@ def test_an_old_spelling_works_and_says_so_once(capsys, caplog, tmp_path) -> Non
 
 
 def test_set_is_repeatable_in_pretrain_and_params(capsys) -> None:
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["pretrain", "--recipe", "smoke", "--set", "optim.lr=0.5", "--set", "run.seed=3",
                  "run.log_every=4", "--print-config"]) == 0  # fmt: skip
@@ -203,9 +203,9 @@ def test_set_is_repeatable_in_pretrain_and_params(capsys) -> None:
 def test_none_is_a_value_where_the_field_takes_the_word(capsys) -> None:
     """``sharing=none`` is the paper's not-shared setting (it was read as null and refused); ``none`` still means
     null for an optional number, and a file's ``sharing: none`` reads the same as the flag."""
-    from albert._fields import coerce
-    from albert.cli.main import main
-    from albert.train.settings import parse_yaml_subset
+    from albert_lm._fields import coerce
+    from albert_lm.cli.main import main
+    from albert_lm.train.settings import parse_yaml_subset
 
     assert main(["params", "--preset", "albert-small", "--set", "sharing=none"]) == 0
     shared = capsys.readouterr().out
@@ -222,7 +222,7 @@ def test_none_is_a_value_where_the_field_takes_the_word(capsys) -> None:
 
 
 def test_serve_errors_go_through_main(capsys, tmp_path) -> None:
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["serve", "--model", str(tmp_path / "missing")]) == 1
     err = capsys.readouterr().err

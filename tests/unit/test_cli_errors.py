@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-import albert.convert.tf
-from albert._io import TMP_PREFIX, atomic_write_bytes, atomic_write_dir
-from albert.cli.main import main as cli
-from albert.config import ConfigError
+import albert_lm.convert.tf
+from albert_lm._io import TMP_PREFIX, atomic_write_bytes, atomic_write_dir
+from albert_lm.cli.main import main as cli
+from albert_lm.config import ConfigError
 
 TF_GOOGLE = Path(__file__).resolve().parent.parent / "fixtures" / "tf" / "google"
 
@@ -23,7 +23,7 @@ def _convert_raises(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> No
     def convert(*args: object, **kwargs: object) -> None:
         raise error
 
-    monkeypatch.setattr(albert.convert.tf, "convert_tf_checkpoint", convert)
+    monkeypatch.setattr(albert_lm.convert.tf, "convert_tf_checkpoint", convert)
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_verbose_adds_the_traceback(
 def test_the_packages_own_runtime_errors_are_expected(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from albert.train import TrainingDiverged
+    from albert_lm.train import TrainingDiverged
 
     _convert_raises(monkeypatch, TrainingDiverged("loss is nan at step 7"))
     assert cli(["convert", "tf", "ckpt", "--output", "out"]) == 1

@@ -11,8 +11,8 @@ from cli_parsers import all_parsers
 
 PARSERS = all_parsers()
 
-# developer references: a module path (albert.train.precision), a CamelCase class name in backticks
-# (`SquadTask`), a docstring section. `python -m albert.cli.main` in a command line is for users.
+# developer references: a module path (albert_lm.train.precision), a CamelCase class name in backticks
+# (`SquadTask`), a docstring section. `python -m albert_lm.cli.main` in a command line is for users.
 DEVELOPER = re.compile(
     r"(?<!-m )\balbert\.[a-z_]+\.[\w.]+|`[A-Za-z_.]*[a-z][A-Z]\w*`|`[A-Z][a-z]+[A-Z]\w*`|\b(?:Args|Raises|Returns):"
 )
@@ -28,12 +28,12 @@ def _texts(p) -> list[tuple[str, str]]:
 
 def test_the_developer_pattern_catches_what_it_is_for() -> None:
     caught = [
-        "auto: bf16 else fp32 (albert.train.precision).",
-        "AlbertConfig preset (albert.config.PRESETS)",
+        "auto: bf16 else fp32 (albert_lm.train.precision).",
+        "AlbertConfig preset (albert_lm.config.PRESETS)",
         "the presets, `SquadTask`, and its command-line",
-        "one task class (`albert.tasks.classification.ClassificationTask`).",
+        "one task class (`albert_lm.tasks.classification.ClassificationTask`).",
     ]
-    fine = ["torchrun -m albert.cli.main pretrain", "`albert params --preset NAME`", "`--init`"]
+    fine = ["torchrun -m albert_lm.cli.main pretrain", "`albert params --preset NAME`", "`--init`"]
     assert all(DEVELOPER.search(t) for t in caught) and not any(DEVELOPER.search(t) for t in fine)
 
 
@@ -48,8 +48,8 @@ def test_help_is_for_users(p) -> None:
 
 @pytest.mark.parametrize("command", ["finetune", "evaluate"])
 def test_every_task_is_listed(command: str) -> None:
-    from albert.cli.finetune import HELP
-    from albert.tasks.registry import TASKS
+    from albert_lm.cli.finetune import HELP
+    from albert_lm.tasks.registry import TASKS
 
     listed = {p.path[1]: p.help for p in PARSERS if p.path[0] == command and len(p.path) == 2}
     assert listed == {name: cls.cli_help for name, cls in TASKS.items()}

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from albert.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
+from albert_lm.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
 
 
 def _feat(n: int, label: int | float | None = 0, start: int = 10) -> dict:

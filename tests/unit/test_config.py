@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from albert.config import PRESETS, AlbertConfig, ConfigError
+from albert_lm.config import PRESETS, AlbertConfig, ConfigError
 
 
 def test_released_albert_config_json_loads(tmp_path):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import WordTokenizer
 
-from albert.tasks.base import TaskDataError
-from albert.tasks.custom import CustomData, CustomTask, holdout_split, read_records
+from albert_lm.tasks.base import TaskDataError
+from albert_lm.tasks.custom import CustomData, CustomTask, holdout_split, read_records
 
 
 def _write(path: Path, text: str) -> Path:
@@ -132,7 +132,7 @@ def test_finetune_custom_regression_pairs_then_predict_tsv(
 
     from standin_tokenizer import make_tiny_model_dir
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     rows = [
         ("a cat sits", "a cat is sitting", 4.5),

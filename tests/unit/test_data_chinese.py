@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from data_support import FIXTURES, WIKI_SAMPLE, make_tokenizer, train_spm
 
-from albert.cli.main import main as cli_main
-from albert.data.documents import DataError
-from albert.data.instances import instance_token_ids, instance_word_starts
-from albert.data.pipeline import PrepareConfig, config_hash, prepare
-from albert.data.shards import ShardReader, load_manifest, tokenizer_info
+from albert_lm.cli.main import main as cli_main
+from albert_lm.data.documents import DataError
+from albert_lm.data.instances import instance_token_ids, instance_word_starts
+from albert_lm.data.pipeline import PrepareConfig, config_hash, prepare
+from albert_lm.data.shards import ShardReader, load_manifest, tokenizer_info
 from conftest import data_path
 
 ZH_SAMPLE = FIXTURES / "zh_news_sample.jsonl"  # 12 articles of data/zh_news/people_daily.jsonl

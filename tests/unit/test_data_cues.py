@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from data_support import make_tokenizer, planted_order_documents, train_spm, wiki_documents, write_documents
 
-from albert.cli.main import main as cli_main
-from albert.data.cues import format_cues, sop_cues
-from albert.data.documents import DataError
-from albert.data.pipeline import PrepareConfig, prepare
+from albert_lm.cli.main import main as cli_main
+from albert_lm.data.cues import format_cues, sop_cues
+from albert_lm.data.documents import DataError
+from albert_lm.data.pipeline import PrepareConfig, prepare
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ import pytest
 import torch
 from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
-from albert.data import DataError, PretrainingDataset
-from albert.data.pipeline import PrepareConfig, prepare
+from albert_lm.data import DataError, PretrainingDataset
+from albert_lm.data.pipeline import PrepareConfig, prepare
 
 T = 64
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from albert.data.documents import (
+from albert_lm.data.documents import (
     DataError,
     ReadReport,
     SentenceSplitter,

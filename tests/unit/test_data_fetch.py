@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from script_support import script_module
 
-from albert.tasks.custom import read_records
+from albert_lm.tasks.custom import read_records
 
 
 @pytest.fixture(scope="module")

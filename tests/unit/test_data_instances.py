@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from albert.data.instances import (
+from albert_lm.data.instances import (
     FLAG_LABEL,
     FLAG_RANDOM_B,
     FLAG_SHORT,

@@ -8,7 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from albert.data.masking import (
+from albert_lm.data.masking import (
     INFO_SPAN_START,
     REPLACE_KEEP,
     REPLACE_MASK,

@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from data_support import WIKI_SAMPLE, make_tokenizer, read_all, train_spm
 
-import albert.data.build as build_mod
-import albert.data.pipeline as prep_mod
-from albert.cli.main import main as cli_main
-from albert.data.documents import DataError
-from albert.data.instances import instance_token_ids
-from albert.data.pipeline import PrepareConfig, merge_parts, prepare
-from albert.data.shards import ShardReader, load_manifest, sha256_file, verify_shards
+import albert_lm.data.build as build_mod
+import albert_lm.data.pipeline as prep_mod
+from albert_lm.cli.main import main as cli_main
+from albert_lm.data.documents import DataError
+from albert_lm.data.instances import instance_token_ids
+from albert_lm.data.pipeline import PrepareConfig, merge_parts, prepare
+from albert_lm.data.shards import ShardReader, load_manifest, sha256_file, verify_shards
 
 CFG = PrepareConfig(max_seq_length=96, dupe_factor=2, shard_chars=15000)
 
@@ -240,7 +240,7 @@ def test_empty_input_is_an_error(tmp_path: Path, tok) -> None:
 
 
 def test_shard_and_part_names_round_trip(tmp_path: Path) -> None:
-    from albert.data.shards import (
+    from albert_lm.data.shards import (
         parse_part_manifest_name,
         parse_shard_name,
         part_manifest_name,
@@ -271,7 +271,7 @@ def test_preparing_data_never_imports_torch() -> None:
     import sys
 
     code = (
-        "import sys, albert.data, albert.data.pipeline, albert.data.stats, albert.data.cues; "
+        "import sys, albert_lm.data, albert_lm.data.pipeline, albert_lm.data.stats, albert_lm.data.cues; "
         "assert 'torch' not in sys.modules, 'torch was imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

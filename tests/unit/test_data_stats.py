@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
-from albert.cli.main import main as cli_main
-from albert.data import PretrainingDataset
-from albert.data.pipeline import PrepareConfig, prepare
-from albert.data.stats import compute_stats, format_stats
+from albert_lm.cli.main import main as cli_main
+from albert_lm.data import PretrainingDataset
+from albert_lm.data.pipeline import PrepareConfig, prepare
+from albert_lm.data.stats import compute_stats, format_stats
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from albert.config import AlbertConfig
-from albert.export.graph import (
+from albert_lm.config import AlbertConfig
+from albert_lm.export.graph import (
     HEAD_OUTPUTS,
     InferenceGraph,
     example_inputs,
@@ -16,8 +16,8 @@ from albert.export.graph import (
     input_names,
     output_names,
 )
-from albert.model import HEADS, AlbertForSequenceClassification
-from albert.model.encoder import attention_mask_for_sdpa
+from albert_lm.model import HEADS, AlbertForSequenceClassification
+from albert_lm.model.encoder import attention_mask_for_sdpa
 
 TASK_HEADS = [
     "classification",

@@ -19,13 +19,13 @@ from data_support import train_spm
 from inference_support import make_model_dir
 from safetensors import safe_open
 
-from albert._io import TMP_PREFIX
-from albert.cli.main import main
-from albert.config import AlbertConfig
-from albert.export import sentence_transformers as ST
-from albert.export.pipeline import ExportError
-from albert.model import AlbertForPreTraining, AlbertModel
-from albert.tokenizer import load_tokenizer
+from albert_lm._io import TMP_PREFIX
+from albert_lm.cli.main import main
+from albert_lm.config import AlbertConfig
+from albert_lm.export import sentence_transformers as ST
+from albert_lm.export.pipeline import ExportError
+from albert_lm.model import AlbertForPreTraining, AlbertModel
+from albert_lm.tokenizer import load_tokenizer
 from conftest import data_path
 
 TOL = 1e-5  # the issue's bound (issue 18 item 3)

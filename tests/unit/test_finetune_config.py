@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
-from albert._fields import field_docs
-from albert.cli.finetune import add_config_flags, resolve_config
-from albert.tasks.base import FLAT_NAMES, SECTIONS, FinetuneConfig
+from albert_lm._fields import field_docs
+from albert_lm.cli.finetune import add_config_flags, resolve_config
+from albert_lm.tasks.base import FLAT_NAMES, SECTIONS, FinetuneConfig
 
 PRESET = FinetuneConfig(learning_rate=3e-5, train_steps=800, warmup_steps=200, max_seq_length=512)
 
@@ -76,10 +76,10 @@ def test_a_given_warmup_fraction_wins_over_the_presets_warmup_steps() -> None:
 def test_every_preset_fine_tunes_with_the_originals_optimizer() -> None:
     """The original's --optimizer=adamw (run_glue.sh, run_squad_v1/v2.py, run_race.py) is
     AdamWeightDecayOptimizer, without bias correction: our adamw_original, not torch.optim.AdamW."""
-    from albert.tasks.custom import CUSTOM_PRESET
-    from albert.tasks.glue import SPECS
-    from albert.tasks.race import RACE_PRESET
-    from albert.tasks.squad import PRESETS as SQUAD_PRESETS
+    from albert_lm.tasks.custom import CUSTOM_PRESET
+    from albert_lm.tasks.glue import SPECS
+    from albert_lm.tasks.race import RACE_PRESET
+    from albert_lm.tasks.squad import PRESETS as SQUAD_PRESETS
 
     presets = [s.preset for s in SPECS.values()] + [RACE_PRESET, CUSTOM_PRESET, *SQUAD_PRESETS.values()]
     assert {p.optimizer for p in presets} == {"adamw_original"}

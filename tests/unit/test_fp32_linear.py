@@ -9,9 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-from albert.config import AlbertConfig
-from albert.model import AlbertForPreTraining
-from albert.model import fp32_linear as fl
+from albert_lm.config import AlbertConfig
+from albert_lm.model import AlbertForPreTraining
+from albert_lm.model import fp32_linear as fl
 
 pytestmark = pytest.mark.skipif(not fl.onednn_available(), reason="this torch has no oneDNN")
 
@@ -102,7 +102,7 @@ def test_auto_measures_once_and_logs_once(
         return {"torch": [1.0, 1.0, 1.0], "onednn": [0.5, 0.5, 0.5]}
 
     monkeypatch.setattr(fl, "measure_fp32_linear", fake_measure)
-    with caplog.at_level(logging.INFO, logger="albert.model.fp32_linear"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.model.fp32_linear"):
         assert fl.choose_fp32_linear() == "onednn"
         assert fl.choose_fp32_linear("auto") == "onednn"
     assert len(measured) == 1
@@ -121,8 +121,8 @@ def test_measure_times_both_backends_pairwise() -> None:
 def test_model_predict_fn_runs_fp32_on_the_chosen_backend(
     monkeypatch: pytest.MonkeyPatch, onednn_calls: list[tuple[int, ...]]
 ) -> None:
-    from albert.model import AlbertForSequenceClassification
-    from albert.tasks.base import model_predict_fn
+    from albert_lm.model import AlbertForSequenceClassification
+    from albert_lm.tasks.base import model_predict_fn
 
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(AlbertConfig.from_preset("albert-tiny"), num_labels=3)
@@ -144,8 +144,8 @@ def test_model_predict_fn_runs_fp32_on_the_chosen_backend(
 
 
 def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() -> None:
-    from albert.tasks.pretraining_config import ConfigError, apply_dict, recipe
-    from albert.train.config import FP32_LINEARS, TrainerConfig
+    from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
+    from albert_lm.train.config import FP32_LINEARS, TrainerConfig
 
     assert ("auto", *fl.FP32_LINEAR_BACKENDS) == FP32_LINEARS
     with pytest.raises(ValueError, match="TrainerConfig.fp32_linear: must be one of"):
@@ -156,7 +156,7 @@ def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() 
 
 
 def test_trainer_uses_the_configured_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from albert.train.trainer import Trainer, TrainerConfig
+    from albert_lm.train.trainer import Trainer, TrainerConfig
 
     monkeypatch.setattr(fl, "_chosen", {"auto": "onednn"})
     model = nn.Linear(4, 2)

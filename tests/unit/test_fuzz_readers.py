@@ -1,5 +1,5 @@
 """Property-based fuzz test of every input reader (issue 22): whatever bytes a file holds, reading it either
-succeeds or raises an error that the CLI prints as one line naming the file (`albert.cli.main.error_message`
+succeeds or raises an error that the CLI prints as one line naming the file (`albert_lm.cli.main.error_message`
 accepts it: the library's own error classes, an OSError, a ValueError with a message), never another
 exception, whose traceback would be the user's only clue.
 
@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from albert.cli.main import error_message
+from albert_lm.cli.main import error_message
 
 EXAMPLES = 60
 """Inputs per reader and input shape."""
@@ -127,7 +127,7 @@ CUSTOM_CELLS = ["text", "label", "pos", "neg", "1", "1.0", "", '"', '"a,b"', "\x
 @FUZZ
 @given(data=st.data())
 def test_custom_csv_tsv(work: Path, name: str, sep: str, data: st.DataObject) -> None:
-    from albert.tasks.custom import CustomData, CustomTask
+    from albert_lm.tasks.custom import CustomData, CustomTask
 
     path = _write(work, name, data.draw(_shapes(_rows_bytes(sep, CUSTOM_CELLS))))
 
@@ -142,7 +142,7 @@ def test_custom_csv_tsv(work: Path, name: str, sep: str, data: st.DataObject) ->
 @FUZZ
 @given(data=_shapes(_jsonl_bytes(["text", "label", "text_pair", "id"])))
 def test_custom_jsonl(work: Path, data: bytes) -> None:
-    from albert.tasks.custom import CustomData, CustomTask
+    from albert_lm.tasks.custom import CustomData, CustomTask
 
     path = _write(work, "data.jsonl", data)
     _check("custom jsonl", path, lambda: CustomTask(CustomData(train=path, dev=path)).read("dev"))
@@ -151,7 +151,7 @@ def test_custom_jsonl(work: Path, data: bytes) -> None:
 @FUZZ
 @given(data=_shapes(_rows_bytes("\t", ["sentence", "label", "0", "1", "index", ""])))
 def test_glue_tsv(work: Path, data: bytes) -> None:
-    from albert.tasks.glue import SPECS, read_split
+    from albert_lm.tasks.glue import SPECS, read_split
 
     (work / "SST-2").mkdir(exist_ok=True)
     path = _write(work / "SST-2", "train.tsv", data)
@@ -165,7 +165,7 @@ SQUAD_KEYS += ["answer_start", "is_impossible", "plausible_answers"]
 @FUZZ
 @given(data=_shapes(_json_bytes(SQUAD_KEYS)))
 def test_squad_json(work: Path, data: bytes) -> None:
-    from albert.tasks.squad_data import read_squad
+    from albert_lm.tasks.squad_data import read_squad
 
     path = _write(work, "train-v2.0.json", data)
     _check("squad json", path, lambda: read_squad(path))
@@ -177,7 +177,7 @@ RACE_KEYS = ["article", "questions", "options", "answers", "id", "question", "an
 @FUZZ
 @given(data=_shapes(_json_bytes(RACE_KEYS)), jsonl=_shapes(_jsonl_bytes(RACE_KEYS)))
 def test_race_json_and_jsonl(work: Path, data: bytes, jsonl: bytes) -> None:
-    from albert.tasks.race import read_mc_jsonl, read_race_file
+    from albert_lm.tasks.race import read_mc_jsonl, read_race_file
 
     path = _write(work, "1.txt", data)
     _check("race json", path, lambda: read_race_file(path, "middle"))
@@ -193,7 +193,7 @@ CORPUS_TAGS += ["<ns>0</ns>", "<redirect/>", "[[a|b]]", "{{x}}", "\n\n", "text",
 @FUZZ
 @given(data=st.data())
 def test_prepare_corpus_formats(work: Path, fmt: str, data: st.DataObject) -> None:
-    from albert.data.documents import ReadReport, read_documents
+    from albert_lm.data.documents import ReadReport, read_documents
 
     shaped = _rows_bytes("", CORPUS_TAGS) if fmt != "jsonl" else _jsonl_bytes(["text", "title"])
     path = _write(work, f"corpus-{fmt}.txt", data.draw(_shapes(shaped)))
@@ -204,7 +204,7 @@ def test_prepare_corpus_formats(work: Path, fmt: str, data: st.DataObject) -> No
 @FUZZ
 @given(data=_shapes(_rows_bytes("", CORPUS_TAGS)))
 def test_tokenizer_corpus(work: Path, name: str, data: bytes) -> None:
-    from albert.tokenizer.corpus import iter_corpus_lines
+    from albert_lm.tokenizer.corpus import iter_corpus_lines
 
     path = _write(work, name, data)
     _check(f"tokenizer {name}", path, lambda: list(iter_corpus_lines([path])))
@@ -217,8 +217,8 @@ CONFIG_CELLS = ["model:", "optim:", "  lr: 1e-3", "  lr: inf", "  batch_size: x"
 @FUZZ
 @given(js=_shapes(_json_bytes(CONFIG_KEYS)), yaml=_shapes(_rows_bytes("", CONFIG_CELLS)))
 def test_pretrain_config_files(work: Path, js: bytes, yaml: bytes) -> None:
-    from albert.tasks.pretraining_config import PretrainConfig, apply_dict
-    from albert.train.settings import load_config_file
+    from albert_lm.tasks.pretraining_config import PretrainConfig, apply_dict
+    from albert_lm.train.settings import load_config_file
 
     for path in (_write(work, "cfg.json", js), _write(work, "cfg.yaml", yaml)):
         _check(
@@ -242,8 +242,8 @@ REPORT_KEYS = ["checkpoints", "best", "last", "dir", "step"]
     report=_shapes(_json_bytes(REPORT_KEYS)),
 )
 def test_model_and_run_directory_json(work: Path, config: bytes, task: bytes, report: bytes) -> None:
-    from albert.config import AlbertConfig
-    from albert.tasks.rundir import read_task_info, resolve_model_dir, task_from_info
+    from albert_lm.config import AlbertConfig
+    from albert_lm.tasks.rundir import read_task_info, resolve_model_dir, task_from_info
 
     model_dir, run_dir = work / "model", work / "run"
     model_dir.mkdir(exist_ok=True)
@@ -258,9 +258,9 @@ def test_model_and_run_directory_json(work: Path, config: bytes, task: bytes, re
 
 # ------------------------------------------------------------------------ what the fuzzing found, pinned
 def test_a_file_that_is_not_utf8_is_named_with_its_line_and_byte(tmp_path: Path) -> None:
-    from albert.tasks.base import TaskDataError
-    from albert.tasks.custom import CustomData, CustomTask
-    from albert.tasks.rundir import ModelDirError, read_task_info
+    from albert_lm.tasks.base import TaskDataError
+    from albert_lm.tasks.custom import CustomData, CustomTask
+    from albert_lm.tasks.rundir import ModelDirError, read_task_info
 
     latin1 = "text,label\nfine,pos\ncaf\u00e9,neg\n".encode("latin-1")
     f = _write(tmp_path, "data.csv", latin1)

@@ -11,9 +11,9 @@ import torch
 from sklearn import metrics as skm
 from standin_tokenizer import WordTokenizer
 
-from albert.tasks import glue
-from albert.tasks.base import TaskDataError, evaluate
-from albert.tasks.inputs import encode_text_pair, truncate_longest_first
+from albert_lm.tasks import glue
+from albert_lm.tasks.base import TaskDataError, evaluate
+from albert_lm.tasks.inputs import encode_text_pair, truncate_longest_first
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -332,7 +332,7 @@ def test_presets_are_the_originals() -> None:
 def test_glue_summary_of_run_directories(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     def run(task: str, **best: float) -> None:
         (tmp_path / task).mkdir()

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from albert.cli.main import main
-from albert.config import AlbertConfig
-from albert.tasks.base import ModelDirError
-from albert.tasks.inputs import load_model_tokenizer
-from albert.tasks.rundir import resolve_model_dir
+from albert_lm.cli.main import main
+from albert_lm.config import AlbertConfig
+from albert_lm.tasks.base import ModelDirError
+from albert_lm.tasks.inputs import load_model_tokenizer
+from albert_lm.tasks.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -38,7 +38,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An encoder-only model directory (random albert-tiny) with a WordPiece vocab of the fixture words."""
     import torch
 
-    from albert.model import AlbertModel
+    from albert_lm.model import AlbertModel
 
     torch.manual_seed(0)
     d = tmp_path_factory.mktemp("init")
@@ -119,7 +119,7 @@ def test_print_config_resolves_preset_and_overrides(
     tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["finetune", "glue", "--task", "rte", "--data-dir", str(GLUE_DIR), "--init", str(tiny_model_dir)]
-    from albert.train.settings import parse_yaml_subset
+    from albert_lm.train.settings import parse_yaml_subset
 
     assert main([*argv, "--output", "unused", "--print-config"]) == 0
     cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")  # the YAML of albert pretrain's

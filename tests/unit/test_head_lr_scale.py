@@ -10,18 +10,18 @@ import pytest
 import torch
 from torch import nn
 
-from albert.config import AlbertConfig
-from albert.model import (
+from albert_lm.config import AlbertConfig
+from albert_lm.model import (
     AlbertForMultipleChoice,
     AlbertForPreTraining,
     AlbertForQuestionAnswering,
     AlbertForSequenceClassification,
     AlbertForSquadV2,
 )
-from albert.optim import build_training, head_prefixes
-from albert.tasks.base import FinetuneConfig
-from albert.tasks.pretraining_init import HEAD_PARTS
-from albert.train.settings import OptimSettings, ScheduleSettings
+from albert_lm.optim import build_training, head_prefixes
+from albert_lm.tasks.base import FinetuneConfig
+from albert_lm.tasks.pretraining_init import HEAD_PARTS
+from albert_lm.train.settings import OptimSettings, ScheduleSettings
 
 TINY = AlbertConfig(
     vocab_size=50, embedding_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
@@ -89,7 +89,7 @@ def test_the_record_holds_head_lr_scale_only_where_it_is_set() -> None:
 def test_finetune_custom_takes_the_flag_and_records_it(tmp_path: Path, caplog) -> None:
     from standin_tokenizer import make_tiny_model_dir
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     rows = [("a good film", "pos"), ("a bad film", "neg"), ("good acting", "pos"), ("bad acting", "neg")]
     data = tmp_path / "train.csv"

@@ -1,4 +1,4 @@
-"""The one head-name -> class table (albert.model.HEADS) and what is derived from it: the converters' name
+"""The one head-name -> class table (albert_lm.model.HEADS) and what is derived from it: the converters' name
 tables, config.json's ``architectures`` and `load_model`."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import json
 import pytest
 import torch
 
-from albert import load_model
-from albert.config import AlbertConfig, ConfigError
-from albert.convert import keymap
-from albert.model import HEADS, AlbertForPreTraining, AlbertModel, PreTrainedModule, head_of
+from albert_lm import load_model
+from albert_lm.config import AlbertConfig, ConfigError
+from albert_lm.convert import keymap
+from albert_lm.model import HEADS, AlbertForPreTraining, AlbertModel, PreTrainedModule, head_of
 
 EXTRA = {"classification": {"num_labels": 3}, "squad_v2": {"start_n_top": 4, "end_n_top": 3}}
 

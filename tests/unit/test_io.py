@@ -1,4 +1,4 @@
-"""albert._io: atomic writes keep the old file on failure and give the new one the usual mode."""
+"""albert_lm._io: atomic writes keep the old file on failure and give the new one the usual mode."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from albert._io import JsonlError, atomic_write, atomic_write_text, iter_jsonl
+from albert_lm._io import JsonlError, atomic_write, atomic_write_text, iter_jsonl
 
 
 def test_a_file_written_by_name_gets_mode_0644(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_iter_jsonl_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_proto_fields_reads_every_wire_type_and_refuses_truncation() -> None:
-    from albert._io import proto_fields, write_varint
+    from albert_lm._io import proto_fields, write_varint
 
     msg = bytearray()
     write_varint(msg, (1 << 3) | 0)  # field 1, varint 300

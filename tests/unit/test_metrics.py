@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from sklearn import metrics as skm
 
-from albert.tasks import metrics as M
+from albert_lm.tasks import metrics as M
 
 
 @pytest.mark.parametrize("seed", range(5))

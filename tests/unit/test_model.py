@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from albert.config import AlbertConfig
-from albert.model import (
+from albert_lm.config import AlbertConfig
+from albert_lm.model import (
     AlbertForMultipleChoice,
     AlbertForPreTraining,
     AlbertForSequenceClassification,

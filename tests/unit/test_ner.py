@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from albert.model.heads import IGNORE_INDEX
-from albert.tasks.base import Example, TaskDataError
-from albert.tasks.metrics import entity_scores, entity_spans
-from albert.tasks.ner import TokenClassificationTask, read_conll, split_words
+from albert_lm.model.heads import IGNORE_INDEX
+from albert_lm.tasks.base import Example, TaskDataError
+from albert_lm.tasks.metrics import entity_scores, entity_spans
+from albert_lm.tasks.ner import TokenClassificationTask, read_conll, split_words
 
 # Sentences in the style of CoNLL-2003 (token, POS, chunk, NER tag), made for these tests.
 SENTENCES = [
@@ -107,7 +107,7 @@ def test_entity_scores_against_hand_computed_and_seqeval_examples() -> None:
 
 # -------------------------------------------------------------------------------------- featurization
 def test_first_piece_is_labelled_and_the_rest_ignored(tmp_path: Path) -> None:
-    from albert.tokenizer import load_tokenizer
+    from albert_lm.tokenizer import load_tokenizer
 
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\njohn\nwash\n##ing\n##ton\nin\n")
     tokenizer = load_tokenizer(tmp_path)
@@ -165,7 +165,7 @@ def ner_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """A tiny model fine-tuned on the CoNLL file through `albert finetune ner` (dev = train: it learns)."""
     from standin_tokenizer import make_tiny_model_dir
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     root = tmp_path_factory.mktemp("ner")
     train = _write(root / "train.conll", _conll(SENTENCES))
@@ -194,7 +194,7 @@ def ner_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_finetune_evaluate_predict_agree(
     ner_run: dict[str, Path], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     run = ner_run["run"]
     report = json.loads((run / "report.json").read_text())
@@ -233,9 +233,9 @@ def test_finetune_evaluate_predict_agree(
 def test_export_onnx_and_serve(ner_run: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("onnxruntime")
     testclient = pytest.importorskip("fastapi.testclient")
-    from albert.cli.main import main
-    from albert.serve.app import create_app
-    from albert.serve.predictor import Predictor
+    from albert_lm.cli.main import main
+    from albert_lm.serve.app import create_app
+    from albert_lm.serve.predictor import Predictor
 
     run, onnx_dir = ner_run["run"], ner_run["root"] / "onnx"
     argv = ["export", "onnx", str(run), "--output", str(onnx_dir), "--checkpoint", "last"]
@@ -268,7 +268,7 @@ def test_export_onnx_and_serve(ner_run: dict[str, Path], capsys: pytest.CaptureF
 def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from standin_tokenizer import make_tiny_model_dir
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     init = make_tiny_model_dir(tmp_path / "init", ["john smith"])
     bad = _write(tmp_path / "bad.conll", "John B-PER\nSmith PERSON\n")

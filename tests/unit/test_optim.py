@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from albert.optim import Lamb, build_optimizer, excluded_parameter_names, param_groups
+from albert_lm.optim import Lamb, build_optimizer, excluded_parameter_names, param_groups
 
 LR = 0.1
 B1, B2, EPS = 0.9, 0.999, 1e-6
@@ -247,7 +247,7 @@ def test_build_optimizer_rejects_unknown_name():
 
 @pytest.mark.parametrize("name", ["adamw", "adamw_original", "lamb"])
 def test_lr_scales_multiply_the_rate_of_the_named_parameters_through_the_schedule(name):
-    from albert.optim import build_scheduler
+    from albert_lm.optim import build_scheduler
 
     model = Tiny()
     opt = build_optimizer(model, name, lr=LR, lr_scales={"norm.": 10.0})

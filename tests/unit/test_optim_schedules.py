@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from albert.optim import WarmupPolyDecay, build_scheduler
+from albert_lm.optim import WarmupPolyDecay, build_scheduler
 
 
 def test_linear_warmup_then_linear_decay_from_step_zero():

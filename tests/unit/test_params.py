@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from albert.params import PAPER_ROWS, agrees, count_parameters
+from albert_lm.params import PAPER_ROWS, agrees, count_parameters
 
 KNOWN_DISAGREEMENTS = {"ALBERT xlarge": 58.7, "ALBERT xxlarge": 222.6}  # released configs vs paper Table 1
 
@@ -18,7 +18,7 @@ def test_paper_tables(row):
 
 
 def test_albert_large_is_18x_smaller_than_bert_large():
-    from albert.config import AlbertConfig
+    from albert_lm.config import AlbertConfig
 
     ratio = count_parameters(AlbertConfig.from_preset("bert-large")) / count_parameters(
         AlbertConfig.from_preset("albert-large-v2")
@@ -29,7 +29,7 @@ def test_albert_large_is_18x_smaller_than_bert_large():
 def test_params_cli_json(capsys):
     import json
 
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["params", "--table", "4", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -40,8 +40,8 @@ def test_params_cli_applies_every_set(capsys):
     """Each --set is applied: a second --set used to replace the first (argparse nargs without extend)."""
     import json
 
-    from albert.cli.main import main
-    from albert.config import AlbertConfig
+    from albert_lm.cli.main import main
+    from albert_lm.config import AlbertConfig
 
     def counted(*sets: str) -> int:
         argv = ["params", "--preset", "albert-base-v2", "--json"]
@@ -65,7 +65,7 @@ def test_params_cli_applies_every_set(capsys):
     ],
 )
 def test_params_cli_bad_set_is_one_line(capsys, argv, message):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["params", *argv]) == 1
     err = capsys.readouterr().err
@@ -73,7 +73,7 @@ def test_params_cli_bad_set_is_one_line(capsys, argv, message):
 
 
 def test_params_cli_unknown_preset_is_a_usage_error(capsys):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     with pytest.raises(SystemExit) as e:
         main(["params", "--preset", "albert-nope"])

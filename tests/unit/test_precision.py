@@ -8,9 +8,9 @@ import logging
 import pytest
 import torch
 
-from albert.tasks.pretraining_config import RECIPES, PretrainConfig, recipe
-from albert.train import Trainer, TrainerConfig
-from albert.train import precision as prec
+from albert_lm.tasks.pretraining_config import RECIPES, PretrainConfig, recipe
+from albert_lm.train import Trainer, TrainerConfig
+from albert_lm.train import precision as prec
 
 NO_BF16 = {"cpu_name": "AMD EPYC", "architecture": "x86_64", "avx2": True, "avx512_bf16": False}
 
@@ -28,7 +28,7 @@ def cpu(monkeypatch, caps: dict, cpuinfo_flags: set[str] = frozenset()) -> None:
 
 def test_auto_is_fp32_on_a_cpu_without_native_bf16_and_says_why(monkeypatch, caplog):
     cpu(monkeypatch, NO_BF16)
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert prec.resolve_precision("auto", "cpu") == "fp32"
         assert prec.resolve_precision("auto", torch.device("cpu")) == "fp32"
     lines = [r.getMessage() for r in caplog.records]
@@ -48,7 +48,7 @@ def test_auto_is_fp32_on_a_cpu_without_native_bf16_and_says_why(monkeypatch, cap
 )
 def test_auto_is_bf16_on_a_cpu_with_avx512_bf16_or_amx(monkeypatch, caplog, caps, flags, named):
     cpu(monkeypatch, caps, flags)
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert prec.resolve_precision("auto", "cpu") == "bf16"
     assert f"auto -> bf16 on cpu: the CPU has {named}" in caplog.text
 
@@ -75,7 +75,7 @@ def test_cpuinfo_flags_are_read_from_the_flags_line(tmp_path):
 
 def test_explicit_bf16_on_an_emulating_cpu_warns_with_the_slowdown(monkeypatch, caplog):
     cpu(monkeypatch, NO_BF16)
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert prec.resolve_precision("bf16", "cpu") == "bf16"  # kept: the user asked for it
         prec.resolve_precision("bf16", "cpu")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -85,7 +85,7 @@ def test_explicit_bf16_on_an_emulating_cpu_warns_with_the_slowdown(monkeypatch, 
 
 def test_explicit_bf16_on_a_native_cpu_and_fp32_anywhere_say_nothing(monkeypatch, caplog):
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert prec.resolve_precision("bf16", "cpu") == "bf16"
         assert prec.resolve_precision("fp32", "cpu") == "fp32"
         assert prec.resolve_precision("fp16", "cpu") == "fp16"
@@ -103,7 +103,7 @@ def test_auto_on_cuda_follows_native_bf16_support(monkeypatch, caplog, capabilit
         return native
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert prec.resolve_precision("auto", "cuda:0") == want
     assert seen == {"including_emulation": False}  # emulated bf16 does not count
     assert f"compute capability {capability[0]}.{capability[1]}" in caplog.text
@@ -119,7 +119,7 @@ def test_an_unknown_precision_is_an_error():
 
 
 def test_the_trainer_runs_what_auto_resolves_to(monkeypatch):
-    from albert.optim import build_optimizer
+    from albert_lm.optim import build_optimizer
     from toy_training import Stream, Toy
 
     for caps, dtype in ((NO_BF16, torch.float32), ({**NO_BF16, "avx512_bf16": True}, torch.bfloat16)):
@@ -132,7 +132,7 @@ def test_the_trainer_runs_what_auto_resolves_to(monkeypatch):
 
 
 def test_auto_is_the_default_of_every_recipe_and_of_fine_tuning():
-    from albert.tasks.base import FinetuneConfig
+    from albert_lm.tasks.base import FinetuneConfig
 
     assert PretrainConfig().run.precision == "auto"
     for name in RECIPES:
@@ -157,10 +157,10 @@ def _fresh_attention_choice():
 
 @pytest.mark.usefixtures("_fresh_attention_choice")
 def test_attention_runs_as_gemms_only_on_a_cpu_without_amx(monkeypatch, caplog):
-    from albert.train.parallelize import cpu_attention_rule
+    from albert_lm.train.parallelize import cpu_attention_rule
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
-    with caplog.at_level(logging.INFO, logger="albert.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
         assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
         assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1  # once
@@ -183,7 +183,7 @@ def _qkv_and_mask(t: int = 16, heads: int = 4, head_dim: int = 64):
 def test_fp32_attention_under_autocast_is_sdpa_of_the_upcast_inputs():
     import torch.nn.functional as F
 
-    from albert.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention, cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).bfloat16()
@@ -195,7 +195,7 @@ def test_fp32_attention_under_autocast_is_sdpa_of_the_upcast_inputs():
     assert torch.equal(outside, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     with pytest.raises(RuntimeError), cpu_attention("fp32"):  # the switch is restored on the way out
         raise RuntimeError
-    from albert.model import encoder
+    from albert_lm.model import encoder
 
     assert encoder._CPU_ATTENTION == [None]
     with pytest.raises(ValueError, match="'flash' is not one of"), cpu_attention("flash"):
@@ -208,7 +208,7 @@ def test_gemm_attention_is_the_bf16_computation_of_attention():
     mask as with a boolean one, and gradients close to exact attention's."""
     import torch.nn.functional as F
 
-    from albert.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention, cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     scores = (q.float() @ k.float().transpose(-1, -2)).bfloat16().float() / 8
@@ -231,7 +231,7 @@ def test_gemm_attention_is_the_bf16_computation_of_attention():
 
 
 def test_gemm_attention_drops_probabilities_in_training():
-    from albert.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention, cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     torch.manual_seed(0)
@@ -245,9 +245,9 @@ def test_gemm_attention_drops_probabilities_in_training():
 def test_trainer_step_under_cpu_bf16_autocast_matches_fp32(mode):
     """The whole model under the trainer's autocast, attention in either CPU mode, stays within bf16's
     tolerance of the fp32 model (the gradient flows through the casts)."""
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForPreTraining
-    from albert.train.parallelize import autocast
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.train.parallelize import autocast
 
     torch.manual_seed(0)
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny")).eval()
@@ -267,8 +267,8 @@ def test_trainer_step_under_cpu_bf16_autocast_matches_fp32(mode):
 @pytest.mark.usefixtures("_fresh_attention_choice")
 @pytest.mark.parametrize("amx", [False, True])
 def test_the_trainers_autocast_enters_gemm_attention_where_the_rule_says(monkeypatch, amx):
-    from albert.model import encoder
-    from albert.train.parallelize import autocast
+    from albert_lm.model import encoder
+    from albert_lm.train.parallelize import autocast
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": amx})
     with autocast(torch.device("cpu"), torch.bfloat16):  # what Trainer._autocast runs under bf16
@@ -283,9 +283,9 @@ def test_the_cpu_attention_setting_decides_the_trainers_attention(monkeypatch):
     """``run.cpu_attention`` (flag --cpu-attention): auto by the CPU, or as set; nothing under fp32."""
     from torch import nn
 
-    from albert.config import ConfigError
-    from albert.model import encoder
-    from albert.train.trainer import Trainer, TrainerConfig
+    from albert_lm.config import ConfigError
+    from albert_lm.model import encoder
+    from albert_lm.train.trainer import Trainer, TrainerConfig
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})  # no AMX: auto is gemms
     model = nn.Linear(4, 2)

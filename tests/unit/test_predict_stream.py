@@ -19,9 +19,9 @@ import torch
 from inference_support import TEXTS as SHARED_TEXTS
 from inference_support import make_model_dir
 
-from albert.cli.main import main
-from albert.cli.predict import SIGPIPE_STATUS, InputLines, chunks
-from albert.tokenizer.wordpiece import WordPieceTokenizer
+from albert_lm.cli.main import main
+from albert_lm.cli.predict import SIGPIPE_STATUS, InputLines, chunks
+from albert_lm.tokenizer.wordpiece import WordPieceTokenizer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -65,10 +65,10 @@ def encode_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 @pytest.fixture
 def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of inputs of every model call."""
-    import albert.serve.predictor
+    import albert_lm.serve.predictor
 
     sizes: list[int] = []
-    make = albert.serve.predictor.torch_predict_fn
+    make = albert_lm.serve.predictor.torch_predict_fn
 
     def counted_fn(*args: Any, **kwargs: Any) -> Any:
         inner = make(*args, **kwargs)
@@ -79,7 +79,7 @@ def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
         return predict_fn
 
-    monkeypatch.setattr(albert.serve.predictor, "torch_predict_fn", counted_fn)
+    monkeypatch.setattr(albert_lm.serve.predictor, "torch_predict_fn", counted_fn)
     return sizes
 
 
@@ -327,7 +327,7 @@ def test_output_streams_before_the_input_ends_and_a_closed_reader_ends_it_quietl
     answers arrive while stdin is still open (the pause cuts the chunk). Then the reader closes the
     output: exit 141, no traceback."""
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    argv = [sys.executable, "-m", "albert", "predict", "--model", str(model_dir)]  # batches of 64
+    argv = [sys.executable, "-m", "albert_lm", "predict", "--model", str(model_dir)]  # batches of 64
     proc = subprocess.Popen(
         [*argv, "--threads", "1", "--device", "cpu"],
         stdin=subprocess.PIPE,

@@ -12,7 +12,7 @@ from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory) -> Path:
-    from albert.data import PrepareConfig, prepare
+    from albert_lm.data import PrepareConfig, prepare
 
     root = tmp_path_factory.mktemp("tiny_pretrain_rundir")
     tok = make_tokenizer(train_spm(root / "spiece.model", vocab_size=400))
@@ -31,7 +31,7 @@ def steps_logged(run: Path) -> list[int]:
 
 
 def test_an_earlier_run_is_refused_replaced_or_continued(tiny_data, tmp_path, capsys):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     run = tmp_path / "run"
     argv = ["pretrain", "--recipe", "smoke", "--data-dir", str(tiny_data), "--run-dir", str(run),
@@ -58,7 +58,7 @@ def test_an_earlier_run_is_refused_replaced_or_continued(tiny_data, tmp_path, ca
 
 
 def test_overwrite_puts_the_old_run_back_when_the_new_one_fails(tiny_data, tmp_path, capsys):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     run = tmp_path / "run"
     run.mkdir()

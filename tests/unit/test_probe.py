@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert.cli.probe import compare
-from albert.tasks.probe import (
+from albert_lm.cli.probe import compare
+from albert_lm.tasks.probe import (
     ProbeConfig,
     ProbeError,
     _standardize,
@@ -58,13 +58,13 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 def _albert(*args: str) -> subprocess.CompletedProcess[str]:
     """The real command in a subprocess (its exit code, stdout and stderr)."""
     return subprocess.run(
-        [sys.executable, "-m", "albert.cli.main", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "albert_lm.cli.main", *args], capture_output=True, text=True, timeout=300
     )
 
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess[str]:
-    """`albert.cli.main.main` in this process (no interpreter start-up): the same result fields."""
-    from albert.cli.main import main
+    """`albert_lm.cli.main.main` in this process (no interpreter start-up): the same result fields."""
+    from albert_lm.cli.main import main
 
     code = main(list(args))
     out = capsys.readouterr()
@@ -145,7 +145,7 @@ def test_crossfit_scores_every_row_by_a_probe_that_never_saw_it() -> None:
     noise = probe_crossfit(x[:, 1:], rng.permutation(y), ["a", "b"], ProbeConfig(), outer_folds=5)
     assert 0.4 < noise.dev_accuracy < 0.6, noise
     # a row's 0/1 is that of the fold's own probe: refit one fold by hand and compare
-    from albert.tasks.probe import _folds, _standardize, choose_c
+    from albert_lm.tasks.probe import _folds, _standardize, choose_c
 
     fold = _folds(y, 5, ProbeConfig().seed + 7919)[2]
     held = np.zeros(300, dtype=bool)
@@ -292,7 +292,7 @@ def test_cli_bad_files_name_the_file(
 def test_choose_c_by_held_out_cross_entropy() -> None:
     """C is the grid value with the lowest mean held-out cross-entropy over the folds, recomputed here fold by
     fold with the same fitting function."""
-    from albert.tasks.probe import (
+    from albert_lm.tasks.probe import (
         ProbeConfig,
         _cross_entropy,
         _folds,

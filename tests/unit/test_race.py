@@ -10,8 +10,8 @@ import pytest
 import torch
 from standin_tokenizer import WordTokenizer
 
-from albert.tasks.base import TaskDataError, evaluate
-from albert.tasks.race import (
+from albert_lm.tasks.base import TaskDataError, evaluate
+from albert_lm.tasks.race import (
     MultipleChoiceData,
     MultipleChoiceTask,
     build_choice,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert.cli.main import main
-from albert.tasks.rundir import resolve_model_dir
+from albert_lm.cli.main import main
+from albert_lm.tasks.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 RACE_DIR = FIXTURES / "race"

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from data_support import WIKI_SAMPLE, make_tokenizer, read_all, train_spm
 
-import albert.data.build as build_mod
-from albert.cli.main import main as cli_main
-from albert.data.documents import DataError
-from albert.data.pipeline import PrepareConfig, prepare
+import albert_lm.data.build as build_mod
+from albert_lm.cli.main import main as cli_main
+from albert_lm.data.documents import DataError
+from albert_lm.data.pipeline import PrepareConfig, prepare
 
 CFG = PrepareConfig(max_seq_length=64, dupe_factor=1)
 
@@ -136,7 +136,7 @@ def test_tokenizer_train_refuses_a_non_empty_output(tmp_path: Path, capsys: pyte
 
 def test_tokenizer_overwrite_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A failure while the new directory is written leaves the old one whole (never half old, half new)."""
-    import albert.tokenizer.train as train_mod
+    import albert_lm.tokenizer.train as train_mod
 
     out = tmp_path / "tok"
     train_mod.train_sentencepiece([WIKI_SAMPLE], out, vocab_size=300)

@@ -5,7 +5,7 @@ during a safetensors write give one line and exit 1, never a wrong model with ex
   lists; a tokenizer swapped for another of the same size is refused by predict, evaluate, serve and
   finetune --resume (its fingerprint is recorded in task.json);
 * item 4: `finetune --resume` with other labels, learning rate, batch size or training file is refused
-  naming each field (`albert.tasks.resume`);
+  naming each field (`albert_lm.tasks.resume`);
 * item 5: an empty dev file is refused before training, `evaluate` on one too; hyperparameter flags are
   checked before the training file is read;
 * item 6: safetensors' own error for a full disk becomes the one-line ``No space left on device``.
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert._io import TMP_PREFIX, atomic_write_dir
-from albert.cli.main import main
-from albert.tasks.base import ModelDirError, TaskDataError
-from albert.tasks.custom import CustomData, CustomTask
+from albert_lm._io import TMP_PREFIX, atomic_write_dir
+from albert_lm.cli.main import main
+from albert_lm.tasks.base import ModelDirError, TaskDataError
+from albert_lm.tasks.custom import CustomData, CustomTask
 
 ROWS = [
     ("a sharp smart film", "pos"),
@@ -151,7 +151,7 @@ def test_spellings_of_one_label_are_an_error_naming_them(tmp_path: Path) -> None
 
 
 def test_a_label_list_in_an_error_is_capped(tmp_path: Path) -> None:
-    from albert.tasks.labels import short_list
+    from albert_lm.tasks.labels import short_list
 
     f = _csv(tmp_path / "t.csv", [("a", "zzz")])
     labels = tuple(f"label number {i} " + "x" * 200 for i in range(600))
@@ -164,8 +164,8 @@ def test_a_label_list_in_an_error_is_capped(tmp_path: Path) -> None:
 def test_a_swapped_tokenizer_is_refused_by_predict_evaluate_and_serve(
     run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from albert.serve.predictor import Predictor
-    from albert.tasks.rundir import resolve_model_dir
+    from albert_lm.serve.predictor import Predictor
+    from albert_lm.tasks.rundir import resolve_model_dir
 
     best = resolve_model_dir(run_dir)  # report.json's paths are relative to the run
     model = tmp_path / "model"

@@ -13,12 +13,12 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from albert._io import TMP_PREFIX
-from albert.config import AlbertConfig, ConfigError
-from albert.convert.hf import CheckpointError, load_model
-from albert.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
-from albert.convert.tf_checkpoint import write_checkpoint
-from albert.model import (
+from albert_lm._io import TMP_PREFIX
+from albert_lm.config import AlbertConfig, ConfigError
+from albert_lm.convert.hf import CheckpointError, load_model
+from albert_lm.convert.tf import ConversionError, convert_tf_checkpoint, load_tf_checkpoint
+from albert_lm.convert.tf_checkpoint import write_checkpoint
+from albert_lm.model import (
     HEADS,
     AlbertForPreTraining,
     AlbertForSequenceClassification,
@@ -218,12 +218,12 @@ def test_convert_overwrite_is_all_or_nothing(tmp_path: Path, monkeypatch: pytest
     convert_tf_checkpoint(src, out, HEADS, head=None)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
-    import albert.convert.hf
+    import albert_lm.convert.hf
 
     def fail_config(path: Path, text: str) -> None:
         raise OSError("simulated failure writing config.json")
 
-    monkeypatch.setattr(albert.convert.hf, "atomic_write_text", fail_config)
+    monkeypatch.setattr(albert_lm.convert.hf, "atomic_write_text", fail_config)
     with pytest.raises(OSError, match="simulated failure"):
         convert_tf_checkpoint(src, out, HEADS, overwrite=True)  # the pretraining head: other weights
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert.cli.main import main
-from albert.tasks.rundir import REPORT_FILE, resolve_model_dir
+from albert_lm.cli.main import main
+from albert_lm.tasks.rundir import REPORT_FILE, resolve_model_dir
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -49,8 +49,8 @@ def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
 
 def _tuned(init: Path, out: Path) -> Path:
     """A fine-tuned SST-2 model directory as `albert finetune` writes one (random head, task.json)."""
-    from albert.tasks.classification import ClassificationTask
-    from albert.tasks.rundir import write_task_info
+    from albert_lm.tasks.classification import ClassificationTask
+    from albert_lm.tasks.rundir import write_task_info
 
     shutil.copytree(init, out)
     task = ClassificationTask("sst2", lambda split: [], ["0", "1"], ["accuracy"])
@@ -123,7 +123,7 @@ def test_a_report_of_the_old_layout_resolves_inside_its_run(tmp_path: Path, init
 KILLED_BETWEEN_THE_RENAMES = """
 import os, sys
 from pathlib import Path
-from albert._io import atomic_write_dir
+from albert_lm._io import atomic_write_dir
 real = os.rename
 def rename(src, dst):
     real(src, dst)
@@ -150,7 +150,7 @@ def _write(d: Path, text: str) -> None:
 def test_a_write_killed_between_its_renames_is_recovered_by_the_next_run_or_reader(
     tmp_path: Path, reader: str
 ) -> None:
-    from albert._io import TMP_PREFIX, atomic_write_dir
+    from albert_lm._io import TMP_PREFIX, atomic_write_dir
 
     out = tmp_path / "model"
     atomic_write_dir(out, lambda d: _write(d, "old"))
@@ -166,17 +166,17 @@ def test_a_write_killed_between_its_renames_is_recovered_by_the_next_run_or_read
     elif reader == "resolve":  # predict / evaluate / serve
         assert resolve_model_dir(out) == out and (out / "config.json").read_text() == "new"
     elif reader == "export":
-        from albert.export.pipeline import ExportError, check_output_dir
+        from albert_lm.export.pipeline import ExportError, check_output_dir
 
         with pytest.raises(ExportError, match="not empty"):  # the output is there again: no silent replace
             check_output_dir(out, overwrite=False)
     elif reader == "tokenizer":
-        from albert.tokenizer.train import check_output_dir as check_tokenizer_output
+        from albert_lm.tokenizer.train import check_output_dir as check_tokenizer_output
 
         with pytest.raises(FileExistsError, match="config.json"):
             check_tokenizer_output(out, overwrite=False)
     else:
-        from albert.convert.tf import convert_tf_checkpoint
+        from albert_lm.convert.tf import convert_tf_checkpoint
 
         with pytest.raises(FileExistsError, match="not an empty directory"):
             convert_tf_checkpoint(tmp_path / "no-such-ckpt", out, {})
@@ -186,7 +186,7 @@ def test_a_write_killed_between_its_renames_is_recovered_by_the_next_run_or_read
 def test_a_complete_checkpoint_beside_its_place_is_found_on_resume(tmp_path: Path) -> None:
     """A step checkpoint written as a new name: killed after its copy was complete, before it got its
     name; `latest_checkpoint` (every --resume) puts it in place rather than resuming from an older one."""
-    from albert.train.checkpoint import STATE_FILE, latest_checkpoint
+    from albert_lm.train.checkpoint import STATE_FILE, latest_checkpoint
 
     root = tmp_path / "checkpoints"
     for name in ("step-00000002", f".tmp-new-step-00000004.{2**22 + 7}"):  # a pid no process has
@@ -196,7 +196,7 @@ def test_a_complete_checkpoint_beside_its_place_is_found_on_resume(tmp_path: Pat
 
 
 def test_a_live_writers_copies_are_left_alone(tmp_path: Path) -> None:
-    from albert._io import recover_dir
+    from albert_lm._io import recover_dir
 
     part = tmp_path / f".tmp-part-model.{os.getppid()}"  # the parent process: alive
     part.mkdir()
@@ -207,7 +207,7 @@ def test_a_live_writers_copies_are_left_alone(tmp_path: Path) -> None:
 def test_a_directory_write_onto_a_symlink_replaces_its_target(tmp_path: Path) -> None:
     """`tokenizer train`, `convert` and `export` --overwrite write through `atomic_write_dir`: the link
     stays, its target holds the new content (it used to keep the old one, the link replaced by a copy)."""
-    from albert._io import atomic_write_dir
+    from albert_lm._io import atomic_write_dir
 
     target, link = tmp_path / "target", tmp_path / "link"
     atomic_write_dir(target, lambda d: _write(d, "old"))
@@ -276,7 +276,7 @@ def test_a_second_run_into_a_locked_output_is_one_line_naming_the_holder(
     finally:
         holder.send_signal(signal.SIGKILL)  # a crash: the kernel releases the flock
         holder.wait(timeout=30)
-    from albert._io import lock_dir
+    from albert_lm._io import lock_dir
 
     with lock_dir(out):  # free again, although the dead holder's file is still there
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
@@ -289,7 +289,7 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_over(
 ) -> None:
     """What a fine-tune killed in its first minutes leaves (no step checkpoint yet, by default the first
     10 minutes): --resume used to refuse ("no complete checkpoint"), as did a plain rerun."""
-    from albert._io import LOCK_FILE
+    from albert_lm._io import LOCK_FILE
 
     run = tmp_path / "run"
     (run / "checkpoints" / f".tmp-part-step-00000002.{2**22 + 7}").mkdir(parents=True)
@@ -366,8 +366,8 @@ def test_a_crafted_pytorch_model_bin_is_refused_without_unsafe_advice(
     model.mkdir()
     shutil.copy(init_dir / "config.json", model / "config.json")
     torch.save({"x": Payload()}, model / "pytorch_model.bin")
-    from albert.convert.hf import CheckpointError
-    from albert.model import AlbertModel
+    from albert_lm.convert.hf import CheckpointError
+    from albert_lm.model import AlbertModel
 
     with pytest.raises(CheckpointError) as info:
         AlbertModel.from_pretrained(model)
@@ -378,7 +378,7 @@ def test_a_crafted_pytorch_model_bin_is_refused_without_unsafe_advice(
 
 
 def test_params_unknown_preset_is_one_line_listing_the_presets(capsys: pytest.CaptureFixture[str]) -> None:
-    from albert.config import PRESETS
+    from albert_lm.config import PRESETS
 
     # --preset is a choice of the parser (issue 23's CLI work): a usage error that lists every preset
     with pytest.raises(SystemExit) as e:

@@ -23,12 +23,12 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert.cli.main import main
-from albert.config import AlbertConfig, ConfigError
-from albert.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError, UnknownNameError
-from albert.tasks.classification import ClassificationTask
-from albert.tasks.custom import CustomData, CustomTask
-from albert.tasks.rundir import RunDirError, check_output_dir, replacing, write_task_info
+from albert_lm.cli.main import main
+from albert_lm.config import AlbertConfig, ConfigError
+from albert_lm.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError, UnknownNameError
+from albert_lm.tasks.classification import ClassificationTask
+from albert_lm.tasks.custom import CustomData, CustomTask
+from albert_lm.tasks.rundir import RunDirError, check_output_dir, replacing, write_task_info
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -52,7 +52,7 @@ def _sst2_task() -> ClassificationTask:
 def _finetuned_looking(init: Path, out: Path, *, with_head: bool) -> Path:
     """A model directory with an SST-2 task.json, as `albert finetune` writes one: with the classifier
     (the head of a fine-tuned model) or with the encoder's weights only."""
-    from albert.model import AlbertForSequenceClassification
+    from albert_lm.model import AlbertForSequenceClassification
 
     shutil.copytree(init, out)
     if with_head:
@@ -226,7 +226,7 @@ def test_a_failed_overwrite_puts_the_old_run_back(
         assert (run / "checkpoints").is_dir() and not (run / "old-marker").exists()  # the new run, alone
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("albert.tasks.finetune._conclude", fail_after_training)
+    monkeypatch.setattr("albert_lm.tasks.finetune._conclude", fail_after_training)
     assert main(_sst2_argv(init_dir, run, "--overwrite")) == 1
     assert _err_lines(capsys) == ["albert finetune: error: No space left on device"]
     assert [p.name for p in run.iterdir()] == ["old-marker"]
@@ -358,16 +358,16 @@ def test_unknown_names_are_one_line_and_bad_metrics_are_refused_before_reading(
 def test_adam_epsilon_and_the_optimizer_reach_the_optimizer(
     init_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import albert.optim
+    import albert_lm.optim
 
     built = []
-    real = albert.optim.build_optimizer
+    real = albert_lm.optim.build_optimizer
 
     def spy(*args, **kwargs):
         built.append(real(*args, **kwargs))
         return built[-1]
 
-    monkeypatch.setattr(albert.optim, "build_optimizer", spy)
+    monkeypatch.setattr(albert_lm.optim, "build_optimizer", spy)
     argv = _sst2_argv(init_dir, tmp_path / "run", "--adam-epsilon", "1e-3", "--weight-decay", "0.05")
     assert main(argv) == 0
     (opt,) = built

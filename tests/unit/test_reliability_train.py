@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 import torch
 
-from albert.optim import Lamb, build_optimizer, build_scheduler
-from albert.optim.schedules import WarmupPolyDecay
-from albert.tasks.pretraining_config import ConfigError, PretrainConfig
-from albert.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged
-from albert.train import checkpoint as ckpt_io
-from albert.train.state_files import StateFileError, load_state, save_state
+from albert_lm.optim import Lamb, build_optimizer, build_scheduler
+from albert_lm.optim.schedules import WarmupPolyDecay
+from albert_lm.tasks.pretraining_config import ConfigError, PretrainConfig
+from albert_lm.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged
+from albert_lm.train import checkpoint as ckpt_io
+from albert_lm.train.state_files import StateFileError, load_state, save_state
 from toy_training import Stream, Toy
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -195,7 +195,7 @@ def test_a_pretrain_config_built_in_code_refuses_non_finite_numbers():
 
 
 def test_pretrain_flag_lr_inf_is_refused(capsys):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
         main(["pretrain", "--recipe", "smoke", "--optim.lr", "inf", "--print-config"])
@@ -238,7 +238,7 @@ def test_after_the_weights_turn_non_finite_the_last_good_checkpoint_is_good(tmp_
 def tiny_data(tmp_path_factory) -> Path:
     from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
-    from albert.data import PrepareConfig, prepare
+    from albert_lm.data import PrepareConfig, prepare
 
     root = tmp_path_factory.mktemp("tiny_pretrain")
     tok = make_tokenizer(train_spm(root / "spiece.model", vocab_size=400))
@@ -252,9 +252,9 @@ def tiny_data(tmp_path_factory) -> Path:
 
 
 def test_resume_from_another_working_directory(tiny_data, tmp_path, monkeypatch):
-    from albert.cli.main import main
-    from albert.tasks.pretraining import pretrain
-    from albert.tasks.pretraining_config import apply_dict, recipe
+    from albert_lm.cli.main import main
+    from albert_lm.tasks.pretraining import pretrain
+    from albert_lm.tasks.pretraining_config import apply_dict, recipe
 
     first, other = tmp_path / "first", tmp_path / "somewhere" / "else"  # a relative path differs between them
     first.mkdir()

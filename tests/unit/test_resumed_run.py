@@ -8,9 +8,9 @@ import logging
 import pytest
 import torch
 
-from albert.model.fp32_linear import onednn_available
-from albert.train.config import TrainerConfig
-from albert.train.parallelize import resumed_run
+from albert_lm.model.fp32_linear import onednn_available
+from albert_lm.train.config import TrainerConfig
+from albert_lm.train.parallelize import resumed_run
 
 CPU = torch.device("cpu")
 
@@ -19,7 +19,7 @@ def test_auto_keeps_the_checkpoints_library(caplog: pytest.LogCaptureFixture) ->
     if not onednn_available():
         pytest.skip("this torch has no oneDNN")
     cfg = TrainerConfig(precision="fp32", max_steps=1, fp32_linear="auto")
-    with caplog.at_level(logging.INFO, logger="albert.train.parallelize"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.train.parallelize"):
         assert resumed_run({"fp32_linear": "onednn"}, "step-5", cfg, "torch", CPU, None) == "onednn"
     assert "as the checkpoint step-5 ran on (auto measured torch)" in caplog.text
     assert resumed_run({"fp32_linear": "torch"}, "step-5", cfg, "onednn", CPU, None) == "torch"
@@ -67,7 +67,7 @@ def test_the_current_choice_stays(
 
 
 def test_another_grad_accum_is_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="albert.train.parallelize"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.train.parallelize"):
         resumed_run(
             {"grad_accum_steps": 2},
             "step-5",

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from albert.serve.app import model_thread
-from albert.serve.batcher import MicroBatcher
+from albert_lm.serve.app import model_thread
+from albert_lm.serve.batcher import MicroBatcher
 
 
 class SlowModel:
@@ -73,9 +73,9 @@ def test_the_batch_function_runs_in_the_thread_that_loaded_the_model() -> None:
 
 
 def test_albert_serve_loads_and_runs_the_model_in_one_thread(monkeypatch, tmp_path) -> None:
-    import albert.serve.app as app
-    from albert.cli.main import main
-    from albert.serve.predictor import Predictor
+    import albert_lm.serve.app as app
+    from albert_lm.cli.main import main
+    from albert_lm.serve.predictor import Predictor
 
     seen: dict[str, int] = {}
 

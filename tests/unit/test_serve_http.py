@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from inference_support import make_model_dir
 
-from albert.serve.predictor import Predictor
+from albert_lm.serve.predictor import Predictor
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")
@@ -45,7 +45,7 @@ def _free_port() -> int:
 
 
 class Server:
-    """``python -m albert serve MODEL_DIR`` on a free loopback port, its output in a log file."""
+    """``python -m albert_lm serve MODEL_DIR`` on a free loopback port, its output in a log file."""
 
     def __init__(self, model_dir: Path, log: Path, *flags: str) -> None:
         self.port = _free_port()
@@ -54,7 +54,7 @@ class Server:
         argv = [
             sys.executable,
             "-m",
-            "albert",
+            "albert_lm",
             "serve",
             "--model",
             str(model_dir),

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from inference_support import TEXTS, make_model_dir
 
-from albert.export.pipeline import export_model_dir
-from albert.export.runtime import featurize
-from albert.serve.predictor import Predictor
-from albert.tasks.base import Example, ModelDirError
-from albert.tasks.inputs import encode_text_pair
-from albert.tasks.rundir import load_finetuned
+from albert_lm.export.pipeline import export_model_dir
+from albert_lm.export.runtime import featurize
+from albert_lm.serve.predictor import Predictor
+from albert_lm.tasks.base import Example, ModelDirError
+from albert_lm.tasks.inputs import encode_text_pair
+from albert_lm.tasks.rundir import load_finetuned
 
 
 @pytest.fixture(scope="module")

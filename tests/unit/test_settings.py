@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from albert.cli.main import main
-from albert.config import ConfigError
-from albert.tasks import base as finetune_settings
-from albert.tasks import pretraining_config
-from albert.train import settings
-from albert.train.settings import parse_yaml_subset
+from albert_lm.cli.main import main
+from albert_lm.config import ConfigError
+from albert_lm.tasks import base as finetune_settings
+from albert_lm.tasks import pretraining_config
+from albert_lm.train import settings
+from albert_lm.train.settings import parse_yaml_subset
 
 # Every settings class of the two workflows: the shared sections and each workflow's own.
 SETTINGS_CLASSES = [
@@ -59,7 +59,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
     """`TrainerConfig` (the loop built in code) repeats no default of the run / optim sections -- it had
     precision "fp32" where both commands have "auto", and its own keep_last and eval/save cadences -- and
     `TrainerConfig.from_settings`, which both workflows use, copies every shared field."""
-    from albert.train.config import TrainerConfig
+    from albert_lm.train.config import TrainerConfig
 
     run, optim = settings.RunSettings(), settings.OptimSettings()
     shared = [
@@ -178,18 +178,18 @@ def test_both_workflows_raise_the_one_config_error() -> None:
 def test_one_builder_makes_both_workflows_optimizers(monkeypatch) -> None:
     import torch
 
-    import albert.optim
-    from albert.tasks.pretraining import _optimizer
-    from albert.train import Trainer, TrainerConfig
+    import albert_lm.optim
+    from albert_lm.tasks.pretraining import _optimizer
+    from albert_lm.train import Trainer, TrainerConfig
 
     calls = []
-    real = albert.optim.build_training
+    real = albert_lm.optim.build_training
 
     def spy(model, optim, schedule, **kw):
         calls.append((optim.name, schedule.by, kw["total_steps"], kw["warmup_steps"]))
         return real(model, optim, schedule, **kw)
 
-    monkeypatch.setattr(albert.optim, "build_training", spy)
+    monkeypatch.setattr(albert_lm.optim, "build_training", spy)
     model = torch.nn.Linear(2, 2)
     _optimizer(pretraining_config.recipe("smoke"), model)
     ft = finetune_settings.FinetuneConfig(train_steps=7, warmup_steps=2)

@@ -1,4 +1,4 @@
-"""Padding removal at inference (`albert.model.encoder.skip_padding`): the encoder runs on a padded batch's
+"""Padding removal at inference (`albert_lm.model.encoder.skip_padding`): the encoder runs on a padded batch's
 real tokens only; every real position's output is the padded model's, padded positions are 0, and the
 predict function every inference path shares (`model_predict_fn`) runs it."""
 
@@ -7,15 +7,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from albert.config import AlbertConfig
-from albert.model import (
+from albert_lm.config import AlbertConfig
+from albert_lm.model import (
     AlbertForMultipleChoice,
     AlbertForSequenceClassification,
     AlbertForSquadV2,
     AlbertModel,
 )
-from albert.model.encoder import real_tokens, skip_padding
-from albert.tasks.base import model_predict_fn
+from albert_lm.model.encoder import real_tokens, skip_padding
+from albert_lm.tasks.base import model_predict_fn
 
 
 def tiny(**kw) -> AlbertConfig:

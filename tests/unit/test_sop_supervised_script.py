@@ -12,7 +12,7 @@ import pytest
 from data_support import make_tokenizer, planted_order_documents, train_spm, wiki_documents, write_documents
 from script_support import script_module
 
-from albert.data.pipeline import PrepareConfig, prepare
+from albert_lm.data.pipeline import PrepareConfig, prepare
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Roll back on a loss spike (issue 25 item 6; `albert.train.rollback`): back to the last checkpoint written
+"""Roll back on a loss spike (issue 25 item 6; `albert_lm.train.rollback`): back to the last checkpoint written
 before the spike, the batches read since skipped, not replayed (PaLM, Chowdhery et al. 2022, Sec. 5.1)."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import logging
 import pytest
 import torch
 
-from albert.config import ConfigError
-from albert.optim import build_optimizer, build_scheduler
-from albert.tasks.base import FinetuneConfig
-from albert.tasks.pretraining_config import PretrainConfig
-from albert.train import Trainer, TrainerConfig, TrainingDiverged, load_metrics
-from albert.train import checkpoint as ckpt_io
-from albert.train.health import HEALTH_FILE, HealthMonitor
+from albert_lm.config import ConfigError
+from albert_lm.optim import build_optimizer, build_scheduler
+from albert_lm.tasks.base import FinetuneConfig
+from albert_lm.tasks.pretraining_config import PretrainConfig
+from albert_lm.train import Trainer, TrainerConfig, TrainingDiverged, load_metrics
+from albert_lm.train import checkpoint as ckpt_io
+from albert_lm.train.health import HEALTH_FILE, HealthMonitor
 from toy_training import Stream, Toy
 
 
@@ -73,7 +73,7 @@ def test_a_spike_rolls_back_before_it_and_the_run_equals_one_that_never_saw_the_
     health = HealthMonitor(0.05, 1.5, None, lambda r: 0.0, run)
     trainer.on_log = health.on_train_record
     stream = Recording(spike_at=(20,))
-    with caplog.at_level(logging.WARNING, logger="albert.train.rollback"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.train.rollback"):
         result = trainer.fit(stream)
     assert result.steps == 26
     # batches 18..21 (read by steps 19..22) are skipped, never read again
@@ -81,7 +81,7 @@ def test_a_spike_rolls_back_before_it_and_the_run_equals_one_that_never_saw_the_
     reference = _never_saw(26, [*range(18), *range(22, 30)], log_every=2)
     _assert_same_weights(trainer.model.state_dict(), reference)
 
-    [line] = [r.getMessage() for r in caplog.records if r.name == "albert.train.rollback"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == "albert_lm.train.rollback"]
     assert "at step 22" in line and "from step 22 to step 18" in line and "skipped 4 global batches" in line
     records = load_metrics(run)
     assert [r["step"] for r in records if "loss" in r] == list(

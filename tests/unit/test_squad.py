@@ -8,15 +8,15 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from albert.tasks import squad_data as S
-from albert.tasks.squad_metric import evaluate_v1, normalize_answer
-from albert.tasks.squad_postprocess import SpanResult, postprocess_span
+from albert_lm.tasks import squad_data as S
+from albert_lm.tasks.squad_metric import evaluate_v1, normalize_answer
+from albert_lm.tasks.squad_postprocess import SpanResult, postprocess_span
 from conftest import data_path
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    from albert.tokenizer import load_tokenizer
+    from albert_lm.tokenizer import load_tokenizer
 
     return load_tokenizer(data_path("minilm"))  # the real uncased WordPiece vocabulary of all-MiniLM-L6-v2
 
@@ -230,9 +230,9 @@ def test_each_head_gets_only_the_inputs_its_forward_names():
     (issue 15 item 12) fails, and one that swallows them hides a mistake."""
     import inspect
 
-    from albert.model import AlbertForQuestionAnswering
-    from albert.model.squad_head import AlbertForSquadV2
-    from albert.tasks.squad import SquadTask
+    from albert_lm.model import AlbertForQuestionAnswering
+    from albert_lm.model.squad_head import AlbertForSquadV2
+    from albert_lm.tasks.squad import SquadTask
 
     feats, _ = S.featurize(
         [_example("abcdef", "q", "cd")], _CharTokenizer(), max_seq_length=32, max_query_length=8
@@ -313,8 +313,8 @@ def test_version_two_reading_and_the_unanswerable_builder():
 def test_compute_metrics_is_pure_and_apply_metrics_settles_the_answers():
     import copy
 
-    from albert.tasks.base import Example
-    from albert.tasks.squad import SquadTask
+    from albert_lm.tasks.base import Example
+    from albert_lm.tasks.squad import SquadTask
 
     task = SquadTask("2.0")
     golds = {"a": ["x"], "b": [], "c": ["w"], "d": []}

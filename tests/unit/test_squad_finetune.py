@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from albert.cli.main import main
-from albert.config import AlbertConfig
-from albert.tasks.squad_data import make_unanswerable, read_squad
-from albert.tasks.squad_metric import normalize_answer
+from albert_lm.cli.main import main
+from albert_lm.config import AlbertConfig
+from albert_lm.tasks.squad_data import make_unanswerable, read_squad
+from albert_lm.tasks.squad_metric import normalize_answer
 from conftest import FIXTURES
 
 TINY = FIXTURES / "squad" / "tiny-v1.1.json"
@@ -23,7 +23,7 @@ TINY = FIXTURES / "squad" / "tiny-v1.1.json"
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
-    from albert.model import AlbertModel
+    from albert_lm.model import AlbertModel
 
     torch.manual_seed(0)
     d = tmp_path_factory.mktemp("init")

@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from albert.config import AlbertConfig
-from albert.model.squad_head import AlbertForSquadV2, SquadV2Head
+from albert_lm.config import AlbertConfig
+from albert_lm.model.squad_head import AlbertForSquadV2, SquadV2Head
 
 B, T, H = 3, 9, 8
 
@@ -174,7 +174,7 @@ def _tiny_config():
 
 
 def test_model_trains_on_a_collated_batch():
-    from albert.tasks.squad_data import SquadAnswer, SquadExample, collate, featurize
+    from albert_lm.tasks.squad_data import SquadAnswer, SquadExample, collate, featurize
 
     class Tok:
         cls_id, sep_id, pad_id = 1, 2, 0

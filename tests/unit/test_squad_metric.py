@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from albert.tasks import squad_metric as M
+from albert_lm.tasks import squad_metric as M
 from conftest import data_path
 
 

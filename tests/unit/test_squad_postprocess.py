@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from albert.tasks.squad_data import SquadAnswer, SquadExample, featurize
-from albert.tasks.squad_metric import evaluate_v2
-from albert.tasks.squad_postprocess import (
+from albert_lm.tasks.squad_data import SquadAnswer, SquadExample, featurize
+from albert_lm.tasks.squad_metric import evaluate_v2
+from albert_lm.tasks.squad_postprocess import (
     Predictions,
     SpanResult,
     V2Result,

@@ -1,4 +1,4 @@
-"""The TensorFlow checkpoint reader (albert.convert.tf_checkpoint): CRC32C, the index table, dtypes,
+"""The TensorFlow checkpoint reader (albert_lm.convert.tf_checkpoint): CRC32C, the index table, dtypes,
 shards, endianness, corrupt files. Fixtures under tests/fixtures/tf/ were written by TensorFlow itself
 (scripts/make_tf_fixture.py)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from albert.convert.tf_checkpoint import (
+from albert_lm.convert.tf_checkpoint import (
     CheckpointFormatError,
     ChecksumError,
     TFCheckpoint,
@@ -255,7 +255,7 @@ def test_big_endian_bytes_are_big_endian(tmp_path: Path) -> None:
 def test_read_transposed_into_out(tmp_path: Path, big_endian: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """Streaming reads (transposed, converted, into a caller's buffer, in many chunks) give the same values,
     and a bit flip in the last chunk is still caught."""
-    import albert.convert.tf_checkpoint as tfc
+    import albert_lm.convert.tf_checkpoint as tfc
 
     monkeypatch.setattr(tfc, "_CHUNK_BYTES", 1000)  # 3 rows of 70 floats per chunk: 100 chunks
     rng = np.random.default_rng(1)

@@ -17,9 +17,9 @@ from conftest import FIXTURES, data_path
 sys.path.insert(0, str(FIXTURES / "tokenizer"))
 import tokenizer_support as ts  # noqa: E402
 
-from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer, preprocess_text  # noqa: E402
-from albert.tokenizer.preprocess import aligned_preprocess  # noqa: E402
-from albert.tokenizer.spiece import SPIECE_UNDERLINE, _is_digit_comma, _offsets_from_proto  # noqa: E402
+from albert_lm.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer, preprocess_text  # noqa: E402
+from albert_lm.tokenizer.preprocess import aligned_preprocess  # noqa: E402
+from albert_lm.tokenizer.spiece import SPIECE_UNDERLINE, _is_digit_comma, _offsets_from_proto  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""tokenizer.json (albert.tokenizer.tokenizer_json): the file our SentencePiece directories carry for
+"""tokenizer.json (albert_lm.tokenizer.tokenizer_json): the file our SentencePiece directories carry for
 transformers' AutoTokenizer, read here by the `tokenizers` library itself (the parity tests read it through
 transformers 4.x and 5.x on the real sentences)."""
 
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from albert._io import write_varint
-from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
-from albert.tokenizer.tokenizer_json import sentencepiece_tokenizer_json
+from albert_lm._io import write_varint
+from albert_lm.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
+from albert_lm.tokenizer.tokenizer_json import sentencepiece_tokenizer_json
 from conftest import FIXTURES
 
 sys.path.insert(0, str(FIXTURES / "tokenizer"))
@@ -25,7 +25,7 @@ SAMPLE = FIXTURES / "data_wiki_sample.txt"
 
 @pytest.fixture(scope="module")
 def spm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from albert.tokenizer.train import train_sentencepiece
+    from albert_lm.tokenizer.train import train_sentencepiece
 
     out = tmp_path_factory.mktemp("spm") / "tok"
     train_sentencepiece([SAMPLE], out, vocab_size=300)
@@ -114,7 +114,7 @@ def test_unsupported_model_option_writes_no_tokenizer_json(
     model = (spm_dir / "spiece.model").read_bytes() + bytes(extra + spec)
     tok = AlbertTokenizer.from_bytes(model, source="suffix.model")
     (tmp_path / "tokenizer.json").write_text("{}")  # a stale one goes: transformers would read it
-    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.tokenizer"):
         assert sentencepiece_tokenizer_json(tok) is None
         files = tok.save_pretrained(tmp_path)
     assert "treat_whitespace_as_suffix" in caplog.text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from albert.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
+from albert_lm.tokenizer import AlbertTokenizer, WordPieceTokenizer, load_tokenizer
 from conftest import FIXTURES
 
 TINY_VOCAB = FIXTURES / "tokenizer" / "tiny_vocab.txt"
@@ -19,7 +19,7 @@ TINY_VOCAB = FIXTURES / "tokenizer" / "tiny_vocab.txt"
 
 @pytest.fixture(scope="module")
 def spm_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from albert.tokenizer.train import train_sentencepiece
+    from albert_lm.tokenizer.train import train_sentencepiece
 
     corpus = FIXTURES / "data_wiki_sample.txt"
     out = tmp_path_factory.mktemp("spm") / "tok"
@@ -65,14 +65,14 @@ def test_our_recorded_class_wins_and_a_generic_one_leaves_it_to_the_files(
         )
     )
     assert isinstance(load_tokenizer(d), WordPieceTokenizer)
-    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.tokenizer"):
         _config(d, "PreTrainedTokenizerFast")  # no class of ours: the files decide, SentencePiece first
         assert isinstance(load_tokenizer(d), AlbertTokenizer)
         _config(d, "TokenizersBackend")
         assert isinstance(load_tokenizer(d), AlbertTokenizer)
     assert not caplog.text
     (d / "tokenizer_config.json").write_text(json.dumps({"albert_tokenizer_class": "SomethingElse"}))
-    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.tokenizer"):
         assert isinstance(load_tokenizer(d), AlbertTokenizer)
     assert (
         "albert_tokenizer_class 'SomethingElse' is not one of AlbertTokenizer, WordPieceTokenizer"
@@ -102,7 +102,7 @@ def test_a_recorded_class_without_its_file_falls_back_with_a_warning(
     d.mkdir()
     shutil.copy(TINY_VOCAB, d / "vocab.txt")
     _config(d, "AlbertTokenizer")
-    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.tokenizer"):
         tok = load_tokenizer(d)
     assert isinstance(tok, WordPieceTokenizer)
     assert "tokenizer_config.json names AlbertTokenizer but there is no SentencePiece model" in caplog.text
@@ -113,7 +113,7 @@ def test_unknown_class_or_no_file(tmp_path: Path, caplog: pytest.LogCaptureFixtu
     d.mkdir()
     shutil.copy(TINY_VOCAB, d / "vocab.txt")
     _config(d, "ElectraTokenizer")  # another WordPiece class: read by the file that is there
-    with caplog.at_level(logging.WARNING, logger="albert.tokenizer"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.tokenizer"):
         assert isinstance(load_tokenizer(d), WordPieceTokenizer)
     assert "tokenizer_class 'ElectraTokenizer' is not one of" in caplog.text
     (d / "vocab.txt").unlink()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from albert.cli.main import main
-from albert.tokenizer import AlbertTokenizer, load_tokenizer
-from albert.tokenizer.train import ALBERT_USER_DEFINED_SYMBOLS, train_sentencepiece
+from albert_lm.cli.main import main
+from albert_lm.tokenizer import AlbertTokenizer, load_tokenizer
+from albert_lm.tokenizer.train import ALBERT_USER_DEFINED_SYMBOLS, train_sentencepiece
 from conftest import data_path
 
 

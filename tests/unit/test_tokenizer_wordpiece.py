@@ -14,7 +14,7 @@ from conftest import FIXTURES, data_path
 sys.path.insert(0, str(FIXTURES / "tokenizer"))
 import tokenizer_support as ts  # noqa: E402
 
-from albert.tokenizer import WordPieceTokenizer, load_tokenizer  # noqa: E402
+from albert_lm.tokenizer import WordPieceTokenizer, load_tokenizer  # noqa: E402
 
 TINY = FIXTURES / "tokenizer" / "tiny_vocab.txt"
 

@@ -10,10 +10,10 @@ import signal
 import pytest
 import torch
 
-from albert.optim import build_optimizer, build_scheduler
-from albert.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged, load_metrics
-from albert.train import checkpoint as ckpt_io
-from albert.train.parallelize import enable_activation_checkpointing
+from albert_lm.optim import build_optimizer, build_scheduler
+from albert_lm.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged, load_metrics
+from albert_lm.train import checkpoint as ckpt_io
+from albert_lm.train.parallelize import enable_activation_checkpointing
 from toy_training import Stream, Toy
 
 
@@ -286,8 +286,8 @@ def test_time_budget_stops_and_saves(tmp_path):
 def test_time_limited_run_s_bar_counts_training_time_not_steps(tmp_path, capsys):
     """A run whose lr is laid over its time budget (schedule.by=time) ends there: it showed "N/10000
     steps" and an ETA of the step cap (issue 23). The cap is a field, not the count."""
-    from albert.optim.schedules import build_time_scheduler
-    from albert.train.metrics import advance_bar, progress_bar, step_of
+    from albert_lm.optim.schedules import build_time_scheduler
+    from albert_lm.train.metrics import advance_bar, progress_bar, step_of
 
     model, opt, _, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
     sched = build_time_scheduler(opt, budget_s=1.2)
@@ -312,7 +312,7 @@ def test_step_schedule_s_bar_counts_steps_and_shows_the_budget_beside(tmp_path, 
     """schedule.by=steps, total_steps 6400, run.max_time_minutes=1000: the run ends at step 6400, but
     the bar showed "00:00 / 16:40:00 training time" (issue 23). It counts the steps; the budget is a
     field."""
-    from albert.train.metrics import advance_bar, progress_bar, step_of
+    from albert_lm.train.metrics import advance_bar, progress_bar, step_of
 
     with progress_bar(6400, 0, time_budget_s=1000 * 60) as bar:
         assert (bar.total, bar.unit, bar.n) == (6400, "step", 0)
@@ -331,7 +331,7 @@ def test_step_schedule_s_bar_counts_steps_and_shows_the_budget_beside(tmp_path, 
 
 
 def test_the_bar_counts_what_the_schedule_is_laid_over():
-    from albert.train.settings import ScheduleSettings
+    from albert_lm.train.settings import ScheduleSettings
 
     for by in ("steps", "time"):
         trainer = Trainer.for_finetuning(
@@ -449,7 +449,7 @@ def test_resume_keeps_a_stateful_iterables_position_across_epochs(tmp_path):
 
 
 def test_training_lines_put_the_losses_first_whatever_the_model_names_them():
-    from albert.train.metrics import train_record
+    from albert_lm.train.metrics import train_record
 
     values = {"grad_norm": 2.0, "acc": 0.5, "b_loss": 1.0, "loss": 3.0, "a_loss": 2.0, "lr": 9.0}
     record = train_record(7, values, {"lr": 0.1, "grad_norm": values["grad_norm"]})
@@ -458,7 +458,7 @@ def test_training_lines_put_the_losses_first_whatever_the_model_names_them():
 
 
 def test_best_metric_rule_is_strict_and_ignores_nan():
-    from albert.train.metrics import BestMetric, improves
+    from albert_lm.train.metrics import BestMetric, improves
 
     assert improves(0.5, None) and not improves(float("nan"), None)
     assert not improves(0.5, 0.5) and improves(0.4, 0.5, "min") and not improves(0.6, 0.5, "min")

@@ -8,12 +8,12 @@ import re
 
 import pytest
 
-from albert.tasks.pretraining_config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
-from albert.train.settings import load_config_file, parse_yaml_subset, to_yaml
+from albert_lm.tasks.pretraining_config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
+from albert_lm.train.settings import load_config_file, parse_yaml_subset, to_yaml
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
-    from albert.cli import pretrain
+    from albert_lm.cli import pretrain
 
     p = argparse.ArgumentParser()
     pretrain.add_arguments(p)
@@ -21,7 +21,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def resolve(argv: list[str]) -> PretrainConfig:
-    from albert.cli.pretrain import resolve as _resolve
+    from albert_lm.cli.pretrain import resolve as _resolve
 
     return _resolve(parse(argv))
 
@@ -68,7 +68,7 @@ def test_json_file_and_yaml_round_trip(tmp_path):
 
 
 def test_print_config(capsys):
-    from albert.cli import pretrain
+    from albert_lm.cli import pretrain
 
     assert pretrain.run(parse(["--recipe", "smoke", "--set", "optim.lr=0.5", "--print-config"])) == 0
     out = capsys.readouterr().out
@@ -123,7 +123,7 @@ def test_yaml_subset_errors_name_the_line(tmp_path):
 def test_cli_reports_config_errors_as_one_error_line_with_exit_code_1(capsys):
     """A bad --set value or a missing field is an error of the configuration, reported by cli/main's one
     handler (argparse's own usage errors, e.g. a bad --optim.lr value, stay exit 2)."""
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["pretrain", "--set", "optim.lr=fast"]) == 1
     assert re.search(
@@ -162,7 +162,7 @@ def test_bad_flag_values_and_field_help(capsys):
         parse(["--optim.lr", "inf"])  # a learning rate of inf trains a model of NaNs
     assert "finite" in capsys.readouterr().err
     p = argparse.ArgumentParser()
-    from albert.cli import pretrain
+    from albert_lm.cli import pretrain
 
     pretrain.add_arguments(p)
     text = " ".join(p.format_help().split())  # argparse wraps the help lines

@@ -10,12 +10,12 @@ import pytest
 import torch
 from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
-from albert.tasks.pretraining import PretrainingEvaluator, baselines, count_mlm, pretraining_metrics
+from albert_lm.tasks.pretraining import PretrainingEvaluator, baselines, count_mlm, pretraining_metrics
 
 
 @pytest.fixture(scope="module")
 def tiny_data(tmp_path_factory) -> Path:
-    from albert.data import PrepareConfig, prepare
+    from albert_lm.data import PrepareConfig, prepare
 
     root = tmp_path_factory.mktemp("tiny_pretrain")
     tok = make_tokenizer(train_spm(root / "spiece.model", vocab_size=400))
@@ -54,9 +54,9 @@ def test_pretraining_metrics_are_ratios_of_counts():
 
 
 def test_evaluator_matches_a_direct_count_and_is_deterministic(tiny_data):
-    from albert.config import AlbertConfig
-    from albert.data import PretrainingDataset
-    from albert.model import AlbertForPreTraining
+    from albert_lm.config import AlbertConfig
+    from albert_lm.data import PretrainingDataset
+    from albert_lm.model import AlbertForPreTraining
 
     vocab = PretrainingDataset(tiny_data).vocab_size
     model = AlbertForPreTraining(AlbertConfig.from_preset("albert-tiny", vocab_size=vocab)).eval()
@@ -79,7 +79,7 @@ def test_evaluator_matches_a_direct_count_and_is_deterministic(tiny_data):
 
 
 def test_baselines_most_frequent_token_and_majority_sop(tiny_data):
-    from albert.data import PretrainingDataset
+    from albert_lm.data import PretrainingDataset
 
     b = baselines(tiny_data, tiny_data, max_batches=5, batch_size=8)
     batches = [x for _, x in zip(range(5), PretrainingDataset(tiny_data, shuffle=False, batch_size=8))]
@@ -93,9 +93,9 @@ def test_baselines_most_frequent_token_and_majority_sop(tiny_data):
 
 
 def test_smoke_pretraining_run_writes_metrics_checkpoints_and_model(tiny_data, tmp_path):
-    from albert.model import AlbertForPreTraining
-    from albert.tasks.pretraining import pretrain
-    from albert.tasks.pretraining_config import apply_dict, recipe
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.tasks.pretraining import pretrain
+    from albert_lm.tasks.pretraining_config import apply_dict, recipe
 
     cfg = apply_dict(
         recipe("smoke"),
@@ -134,7 +134,7 @@ def test_smoke_pretraining_run_writes_metrics_checkpoints_and_model(tiny_data, t
 
 
 def test_plot_writes_a_png(tmp_path):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     lines = [
         {"step": s, "loss": 8 - s * 0.1, "mlm_loss": 7 - s * 0.1, "sop_loss": 0.69, "mlm_accuracy": 0.01 * s,
@@ -149,16 +149,16 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_plot_missing_run_is_a_clear_error(tmp_path, capsys):
-    from albert.cli.main import main
+    from albert_lm.cli.main import main
 
     assert main(["plot", str(tmp_path / "nope")]) == 1
     assert re.search(r"^albert plot: error: .*metrics\.jsonl not found", capsys.readouterr().err, re.M)
 
 
 def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
-    from albert.config import AlbertConfig
-    from albert.model import AlbertForPreTraining
-    from albert.train.parallelize import enable_activation_checkpointing
+    from albert_lm.config import AlbertConfig
+    from albert_lm.model import AlbertForPreTraining
+    from albert_lm.train.parallelize import enable_activation_checkpointing
 
     cfg = AlbertConfig.from_preset("albert-tiny", hidden_dropout_prob=0.0)
     torch.manual_seed(0)
@@ -178,8 +178,8 @@ def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
 
 
 def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
-    from albert.tasks.pretraining import PLATEAU_RATIO, _label_counts, warn_if_on_the_unigram_plateau
-    from albert.train.result import TrainResult
+    from albert_lm.tasks.pretraining import PLATEAU_RATIO, _label_counts, warn_if_on_the_unigram_plateau
+    from albert_lm.train.result import TrainResult
 
     counts = _label_counts(tiny_data, 20)[0]
     rate = float(counts.max() / counts.sum())
@@ -191,7 +191,7 @@ def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
             eval_metrics={} if eval_acc is None else {"eval_mlm_accuracy": eval_acc},
         )  # fmt: skip
 
-    with caplog.at_level("WARNING", logger="albert.tasks.pretraining"):
+    with caplog.at_level("WARNING", logger="albert_lm.tasks.pretraining"):
         assert warn_if_on_the_unigram_plateau(result(rate), tiny_data)  # frequencies, not context
         assert f"{100 * rate:.1f}%" in caplog.text and "unigram plateau" in caplog.text
         caplog.clear()
@@ -204,9 +204,9 @@ def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
 
 def test_sequence_length_is_the_data_s_and_a_different_one_is_refused(tiny_data):
     """The paper recipes used to pin 512 and pad shards prepared at 32 (or 128) to it without a word."""
-    from albert.data import load_manifest
-    from albert.tasks.pretraining import data_seq_length
-    from albert.tasks.pretraining_config import ConfigError, apply_dict, recipe
+    from albert_lm.data import load_manifest
+    from albert_lm.tasks.pretraining import data_seq_length
+    from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
 
     manifest = load_manifest(tiny_data)
     cfg = recipe("albert-base")

@@ -8,10 +8,10 @@ import pytest
 import torch
 from test_time_schedule import FakeClock, TimedStream
 
-from albert.optim import build_optimizer
-from albert.train import Trainer, TrainerConfig
-from albert.train import checkpoint as ckpt_io
-from albert.train import trainer as trainer_module
+from albert_lm.optim import build_optimizer
+from albert_lm.train import Trainer, TrainerConfig
+from albert_lm.train import checkpoint as ckpt_io
+from albert_lm.train import trainer as trainer_module
 from toy_training import Toy
 
 

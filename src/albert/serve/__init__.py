@@ -1,8 +1,0 @@
-"""Serving a fine-tuned model: batch prediction and the HTTP server.
-
-* `albert.serve.predictor`: `Predictor`, a fine-tuned model (torch fp32 / int8 or ONNX Runtime) that
-  labels a batch of inputs in one go, for `albert serve` and `albert predict`;
-* `albert.serve.batcher`: dynamic micro-batching of concurrent requests;
-* `albert.serve.app`: the FastAPI application and its uvicorn runner (the ``serve`` extra);
-* `albert.serve.schema`: the request and response bodies.
-"""

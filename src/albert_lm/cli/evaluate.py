@@ -1,0 +1,113 @@
+"""`albert evaluate {glue,custom,race,squad,ner}`: metrics and predictions of a fine-tuned model on a split."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+HELP = "evaluate a fine-tuned model (run directory or model directory) on a task split"
+DESCRIPTION = """Evaluate a fine-tuned model on a split and write its predictions.
+
+  albert evaluate glue --task mnli --data-dir GLUE --model RUN_DIR --split dev_mismatched
+  albert evaluate glue --task sst2 --data-dir GLUE --model RUN_DIR --split test    # leaderboard file
+  albert evaluate glue --task all --model RUNS     # GLUE average of RUNS/<task> runs (their report.json)
+  albert evaluate custom --model RUN_DIR --dev dev.csv --text-column text --label-column label
+  albert evaluate race --data-dir RACE_ROOT --model RUN_DIR --split test
+  albert evaluate squad --model RUN_DIR --dev-file dev-v2.0.json   # + predictions.json, null_odds.json
+  albert evaluate ner --model RUN_DIR --dev dev.conll               # entity-level precision, recall, F1
+
+--model takes a run directory of `albert finetune` (its best checkpoint, or --checkpoint last) or a model
+directory written by it; one whose weights lack the task head is refused (the head would be random).
+Unlabelled splits get predictions only."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert_lm.cli.options import add_backend_flag, add_subcommands, runs
+    from albert_lm.tasks.registry import TASKS
+
+    sub = add_subcommands(parser, "TASK")
+    for name, cls in TASKS.items():
+        p = runs(sub.add_parser(name, help=cls.cli_help, description=cls.cli_help), _run_task, task_kind=name)
+        p.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
+        p.add_argument(
+            "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
+        )
+        p.add_argument("--split", default="dev", help="split to evaluate (default: dev)")
+        p.add_argument("--output", type=Path, help="predictions file (default: MODEL/eval/<split>.jsonl)")
+        p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default 64)")
+        p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
+        p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
+        add_backend_flag(p)
+        p.add_argument(
+            "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
+        )
+        p.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
+        cls.cli_arguments(p, "evaluate")
+
+
+def _run_task(args: argparse.Namespace) -> int:
+    from albert_lm.cli.finetune import task_class
+    from albert_lm.cli.options import default_device
+    from albert_lm.serve.predictor import Predictor
+    from albert_lm.tasks.base import ModelDirError, evaluate, require_examples, write_jsonl
+    from albert_lm.tasks.inputs import pad_id_of
+    from albert_lm.tasks.rundir import load_finetuned
+
+    # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
+    summary = task_class(args.task_kind).cli_summary(args)
+    if summary is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
+        print(json.dumps(summary, indent=2))
+        return 0
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
+    tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
+    task, _ = task_class(args.task_kind).cli_task(args, tuned.info)
+    if task.kind != tuned.task.kind:
+        raise ModelDirError(
+            f"{tuned.model_dir}: a {tuned.task.kind} model cannot be evaluated on a {task.kind} task"
+        )
+    examples = require_examples(task, args.split, task.read(args.split))  # no metric of nothing, exit 0
+    features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
+    if args.threads is not None and args.threads < 1:
+        raise ValueError(f"--threads: must be at least 1, got {args.threads}")
+    predictor = Predictor.load(  # refuses a model without its task head
+        tuned.model_dir,
+        backend=args.backend,
+        int8=args.int8,
+        threads=args.threads,
+        max_seq_length=tuned.max_seq_length,
+        batch_size=args.batch_size,
+        device=default_device(args.device, args.backend, args.int8),
+    )
+    t0 = time.perf_counter()
+    res = evaluate(
+        task,
+        examples,
+        features,
+        predictor.predict_fn,
+        split=args.split,
+        batch_size=args.batch_size,
+        pad_id=pad_id_of(tuned.tokenizer),
+    )
+    seconds = time.perf_counter() - t0
+    out = args.output or (tuned.model_dir / "eval" / f"{args.split}.jsonl")
+    write_jsonl(out, res.predictions)
+    extra = ""
+    if task.writes_submission(args.split):
+        path = task.write_test_predictions(args.split, res.predictions, out.parent)
+        extra = f", submission file {path}"
+    summary = {
+        "model": str(tuned.model_dir),
+        "split": args.split,
+        "num_examples": len(examples),
+        **res.metrics,
+    }
+    if res.metrics:
+        summary["score"] = task.score(res.metrics)
+    print(json.dumps(summary, indent=2))
+    print(f"{len(examples)} examples in {seconds:.1f} s; predictions in {out}{extra}", file=sys.stderr)
+    return 0

@@ -1,0 +1,219 @@
+"""`albert finetune {glue,custom,race,...}`: fine-tune a model directory on a task with the one trainer.
+
+The tasks are those of `albert_lm.tasks.registry.TASKS`, the one table of them: each task class declares its
+data arguments (``cli_arguments(parser, mode)``, ``mode`` "finetune" or "evaluate"), builds itself and
+its hyperparameter preset from them (``cli_task(args, info=None) -> (Task, FinetuneConfig)``; ``info``:
+the task.json of a fine-tuned model, which fixes e.g. the label order when evaluating) and has the one
+line of help its command shows (``cli_help``).
+
+Adding a task is one class and one line in that table. The settings flags (``--learning-rate``,
+``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert_lm.tasks.base.FLAT_NAMES`: its ``finetune``
+section and the settings shared with ``albert pretrain``), typed by the fields' annotations and helped by
+their docstrings (`albert_lm.cli.options`). The preset, then ``--config FILE``, then the flags (``null`` too:
+``--train-steps null``), then ``--set SECTION.FIELD=VALUE``, later wins; ``--print-config`` shows the result
+in the YAML ``albert pretrain --print-config`` prints, which ``--config`` reads back.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from albert_lm.cli.options import (
+    add_config_arguments,
+    add_flat_flags,
+    add_subcommands,
+    flat_values,
+    runs,
+    warn_deprecated,
+)
+
+HELP = (
+    "fine-tune a model directory on GLUE, SQuAD, RACE, named entities (CoNLL) or your own CSV/TSV/JSONL data"
+)
+DESCRIPTION = """Fine-tune a model directory (ours, Hugging Face ALBERT or BERT) on a task.
+
+  albert finetune glue --task sst2 --data-dir GLUE --model MODEL_DIR --output RUN_DIR
+  albert finetune custom --train data.csv --text-column text --label-column label --model MODEL_DIR --output RUN_DIR
+  albert finetune race --data-dir RACE_ROOT --model MODEL_DIR --output RUN_DIR
+  albert finetune squad --version 2.0 --train train-v2.0.json --dev dev-v2.0.json --model MODEL_DIR --output RUN_DIR
+  albert finetune ner --train train.conll --dev dev.conll --model MODEL_DIR --output RUN_DIR
+
+The run directory gets two checkpoints, both model directories: checkpoints/best (best on dev) and
+checkpoints/step-N (the last weights); report.json says which is which, with their dev metrics.
+While training, checkpoints/step-N is rewritten every 10 minutes of training (--save-every-minutes)
+and every --save-every steps; a killed run continues exactly where that checkpoint left it with the
+same command plus --resume. A non-empty --output is refused unless --resume (continue it) or
+--overwrite (replace it; the old run is kept aside until the new one has finished, and put back if it
+fails). Hyperparameters are checked
+before any data is read: `albert finetune: error: --flag: reason[; --flag: reason]`, exit 1."""
+
+
+def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
+    """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.lr``), helped by the
+    field's docstring; a flag not given keeps the preset."""
+    from albert_lm.tasks.base import FLAT_NAMES, SECTIONS
+
+    group = parser.add_argument_group(
+        "settings (default: the task's preset; --set SECTION.FIELD=VALUE for all)"
+    )
+    add_flat_flags(group, {k: v for k, v in FLAT_NAMES.items() if k not in exclude}, SECTIONS)
+
+
+def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
+    """The task's preset with ``--config FILE``, the flags and ``--set`` (later wins; ``null`` included:
+    ``--train-steps null``). ``epochs`` given without a step count wins over the preset's steps (and over
+    its warmup steps, unless ``warmup_steps`` is given); ``warmup_fraction`` given without
+    ``warmup_steps`` wins over the preset's warmup steps (RACE's preset has 1000, which silently overrode
+    a given fraction)."""
+    from albert_lm.tasks.base import SECTIONS
+    from albert_lm.train.settings import apply_dict, load_config_file, parse_assignments
+
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if getattr(args, "config", None):
+        sources.append((args.config, load_config_file(args.config)))
+    sources.append(("flags", flat_values(args)))
+    sources.append(("--set", parse_assignments(getattr(args, "set", None) or [])))
+    given: dict[str, dict[str, Any]] = {}
+    for _, raw in sources:
+        for section, values in raw.items():
+            if isinstance(values, dict):
+                given.setdefault(section, {}).update(values)
+    schedule = given.get("schedule", {})
+    derived: dict[str, Any] = {}
+    if "epochs" in given.get("finetune", {}) and schedule.get("total_steps") is None:
+        derived = {"total_steps": None, "warmup_steps": schedule.get("warmup_steps")}
+    if "warmup_fraction" in schedule:
+        derived.setdefault("warmup_steps", schedule.get("warmup_steps"))
+    cfg = preset
+    for source, raw in [*sources, ("flags", {"schedule": derived} if derived else {})]:
+        cfg = apply_dict(cfg, raw, source, SECTIONS)
+    return cfg
+
+
+def task_class(name: str) -> Any:
+    """The task class of a command (`albert_lm.tasks.registry.TASKS`)."""
+    from albert_lm.tasks.registry import TASKS
+
+    return TASKS[name]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from albert_lm.tasks.base import SECTIONS
+    from albert_lm.tasks.registry import TASKS
+    from albert_lm.train.settings import SHARED_FLAGS
+
+    sub = add_subcommands(parser, "TASK")
+    for name, cls in TASKS.items():
+        p = runs(sub.add_parser(name, help=cls.cli_help, description=cls.cli_help), _run_task, task_kind=name)
+        p.add_argument(
+            "--model",
+            "--init",
+            dest="init",
+            required=True,
+            metavar="MODEL_DIR",
+            help="model directory to start from (ours, HF ALBERT, HF BERT)",
+        )
+        add_flat_flags(p, {"output": SHARED_FLAGS["output"]}, SECTIONS, required=("output",))
+        p.add_argument(
+            "--random-init",
+            action="store_true",
+            help="keep --init's architecture and tokenizer, draw fresh weights (the from-scratch baseline)",
+        )
+        cls.cli_arguments(p, "finetune")
+        add_config_arguments(p)
+        add_config_flags(p)
+        r = p.add_argument_group("run")
+        r.add_argument("--train-limit", type=int, help="use only the first N training examples (smoke runs)")
+        r.add_argument(
+            "--no-test", action="store_true", help="do not predict the test split(s) after training"
+        )
+        again = r.add_mutually_exclusive_group()
+        again.add_argument(
+            "--resume", action="store_true", help="continue the run in --output from its last checkpoint"
+        )
+        again.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="replace the run in a non-empty --output (kept until the new run has finished; "
+            "without this flag or --resume, a non-empty --output is an error)",
+        )
+        # the old spelling, in seconds (every other time flag is in the unit its name says)
+        r.add_argument("--max-time", type=float, dest="max_time_s_old", help=argparse.SUPPRESS)
+
+
+def _run_task(args: argparse.Namespace) -> int:
+    from albert_lm.tasks.base import FinetuneConfig
+    from albert_lm.tasks.finetune import finetune
+    from albert_lm.tasks.inputs import read_model_config
+    from albert_lm.tasks.rundir import check_output_dir
+    from albert_lm.train.settings import to_yaml
+
+    # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
+    _check_run_flags(args)
+    output = flat_values(args)["run"]["run_dir"]
+    if not args.print_config:  # before reading any data
+        check_output_dir(output, resume=args.resume, overwrite=args.overwrite, init=args.init)
+    # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
+    model_config = None if args.print_config else read_model_config(args.init)
+    # The flags first, over the defaults: building the task may read the training file (custom data
+    # infers its labels), and a bad flag is bad whatever the preset (issue 22 item 5).
+    _validate(resolve_config(FinetuneConfig(), args), model_config)
+    task, preset = task_class(args.task_kind).cli_task(args)
+    cfg = resolve_config(preset, args)
+    _validate(cfg, model_config)  # the preset's own values with them
+    if args.print_config:
+        header = f"albert finetune {args.task_kind}: task {json.dumps(task.info())}, model {args.init}"
+        print(to_yaml(cfg.sections(), header), end="")
+        return 0
+    result = finetune(
+        task,
+        args.init,
+        str(cfg.run.run_dir),
+        cfg,
+        train_limit=args.train_limit,
+        predict_test=not args.no_test,
+        resume=args.resume,
+        overwrite=args.overwrite,
+        random_init=args.random_init,
+    )
+    for which in ("best", "last"):
+        rec = getattr(result, which)
+        metrics = {k: v for k, v in rec.items() if isinstance(v, float)}
+        shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+        print(f"{which:>4}: step {rec.get('step')}  {shown}  -> {rec.get('dir')}")
+    print(f"report: {result.report_path}  (training {result.train_seconds:.0f} s)")
+    return 0
+
+
+def flag_of(name: str) -> str:
+    """The flag that sets ``section.field`` (``optim.lr`` -> ``--learning-rate``), else its ``--set``."""
+    from albert_lm.tasks.base import FLAT_NAMES
+
+    flat = next((k for k, v in FLAT_NAMES.items() if v == name), None)
+    return f"--{flat.replace('_', '-')}" if flat else f"--set {name}"
+
+
+def _validate(cfg: Any, model_config: Any) -> None:
+    """`FinetuneConfig.validate`, its problems named by their flags."""
+    from albert_lm.config import ConfigError
+
+    try:
+        cfg.validate(model_config)
+    except ConfigError as e:
+        if not e.problems:
+            raise
+        raise ConfigError([(flag_of(n), why) for n, why in e.problems]) from None
+
+
+def _check_run_flags(args: argparse.Namespace) -> None:
+    """The run flags that are not settings: a positive --train-limit; the deprecated --max-time seconds
+    converted to --max-time-minutes."""
+    if args.train_limit is not None and args.train_limit < 1:
+        raise ValueError(f"--train-limit: must be at least 1, got {args.train_limit}")
+    if args.max_time_s_old is not None:
+        if hasattr(args, "flag:run.max_time_minutes"):
+            raise ValueError("--max-time (seconds, deprecated) and --max-time-minutes: give one")
+        warn_deprecated("--max-time SECONDS", "--max-time-minutes")
+        setattr(args, "flag:run.max_time_minutes", args.max_time_s_old / 60)

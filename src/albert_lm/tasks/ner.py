@@ -1,0 +1,344 @@
+"""Token classification: named entities with BIO tags from CoNLL files (`albert finetune ner`).
+
+* Data: CoNLL columns, one token per line with its tag in the last column, a blank line between
+  sentences, ``-DOCSTART-`` lines skipped (`read_conll`). Tags are ``O``, ``B-TYPE`` or ``I-TYPE``; an
+  ``I-`` tag that follows no entity of its type starts one, as conlleval reads it.
+* Features: ``[CLS] pieces [SEP]`` (`albert_lm.tasks.inputs.build_inputs`), each word encoded on its own and
+  labelled on its first piece; the other pieces, the special tokens and the padding get ``IGNORE_INDEX``
+  (no loss, no prediction). Words whose first piece falls beyond ``max_seq_length`` are tagged ``O``.
+* Head: sequence output -> dropout -> dense (`albert_lm.model.heads.AlbertForTokenClassification`, the
+  layers and names of transformers' class of that name).
+* Metrics: entity-level precision, recall and F1 (`albert_lm.tasks.metrics.entity_scores`); F1 selects the
+  best checkpoint.
+* Prediction (`albert predict`, `albert serve`): a text (split into words and punctuation marks) or a
+  list of ``tokens`` in, a tag per word and the entity spans out.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from albert_lm._io import NotTextError, read_utf8
+from albert_lm.tasks import metrics as M
+from albert_lm.tasks.base import Example, FinetuneConfig, Task, TaskDataError, per_example
+from albert_lm.tasks.collate import Batch, Feature, pad_features
+from albert_lm.tasks.inputs import build_inputs
+
+logger = logging.getLogger(__name__)
+
+DOCSTART = "-DOCSTART-"
+# How `albert predict` splits a text into words: runs of word characters (with inner hyphens and
+# apostrophes, "Saint-Denis", "O'Neil") and single punctuation marks, the way CoNLL files are tokenized.
+WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+
+# BERT's recommended fine-tuning range (Devlin et al. 2019, Appendix A.3: lr {5e-5, 3e-5, 2e-5}, batch
+# {16, 32}, epochs {2, 3, 4}); sequences of 128 pieces hold nearly every CoNLL sentence.
+NER_PRESET = FinetuneConfig(
+    learning_rate=5e-5, batch_size=32, epochs=3.0, warmup_fraction=0.1, max_seq_length=128
+)
+
+
+def is_bio(tag: str) -> bool:
+    """``O``, or ``B-`` / ``I-`` followed by a type."""
+    return tag == "O" or (tag[:2] in ("B-", "I-") and len(tag) > 2)
+
+
+def read_conll(path: str | Path, allowed: Sequence[str] | None = None) -> list[Example]:
+    """The sentences of a CoNLL file: ``Example(texts=(words joined by spaces,), label=tags,
+    meta={"words", "file", "line"})``, ``line`` the sentence's first.
+
+    Raises:
+        FileNotFoundError: no such file.
+        TaskDataError: ``file:line``: not UTF-8, a line without a tag, a tag that is not BIO, or (with
+            ``allowed``) a tag outside ``allowed``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        text = read_utf8(path)
+    except NotTextError as e:
+        raise TaskDataError(str(e)) from None
+    known = set(allowed) if allowed is not None else None
+    examples: list[Example] = []
+    words: list[str] = []
+    tags: list[str] = []
+    first = 0
+
+    def close() -> None:
+        if words:
+            meta = {"words": list(words), "file": str(path), "line": first}
+            examples.append(Example(f"{path.name}:{first}", (" ".join(words),), list(tags), meta))
+        words.clear()
+        tags.clear()
+
+    for number, line in enumerate(text.split("\n"), start=1):
+        fields = line.split()
+        if not fields or fields[0] == DOCSTART:
+            close()
+            continue
+        if len(fields) < 2:
+            raise TaskDataError(
+                f"{path}:{number}: no tag; a line holds a token and its tag (last column), got {line.strip()!r}"
+            )
+        tag = fields[-1]
+        if not is_bio(tag):
+            raise TaskDataError(f"{path}:{number}: tag {tag!r} is not a BIO tag (O, B-TYPE or I-TYPE)")
+        if known is not None and tag not in known:
+            raise TaskDataError(
+                f"{path}:{number}: tag {tag!r} is not one of the model's tags ({', '.join(sorted(known))})"
+            )
+        if not words:
+            first = number
+        words.append(fields[0])
+        tags.append(tag)
+    close()
+    return examples
+
+
+def tag_set(examples: Sequence[Example]) -> list[str]:
+    """``O`` and then every other tag of ``examples``, sorted: the class ids of a model."""
+    tags = {t for ex in examples for t in ex.label}
+    return ["O", *sorted(tags - {"O"})]
+
+
+def split_words(text: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The words of a text (`WORD`) and their character spans."""
+    matches = list(WORD.finditer(text))
+    return [m.group() for m in matches], [m.span() for m in matches]
+
+
+class TokenClassificationTask(Task):
+    """Named-entity recognition (any BIO tagging) from CoNLL files; see the module docstring."""
+
+    kind = "token_classification"
+    kinds = ("token_classification",)
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {"token_classification": ("logits",)}
+    metric_names = ("f1",)
+    cli_help = "named entities (BIO tags) from CoNLL files: a tag per word, entity-level F1"
+
+    def __init__(
+        self, files: Mapping[str, str | Path], labels: Sequence[str] | None = None, name: str = "ner"
+    ) -> None:
+        self.name = name
+        self.files = {split: Path(p) for split, p in files.items()}
+        self.test_splits = ("test",) if "test" in self.files else ()
+        if labels is None:
+            train = self.read_file(self.train_split, None)
+            if not train:
+                raise TaskDataError(f"{self.split_source(self.train_split)}: no sentences")
+            labels = tag_set(train)
+        bad = [t for t in labels if not is_bio(t)]
+        if bad or "O" not in labels:
+            raise TaskDataError(
+                f"--labels: {', '.join(bad) or 'no O'}: tags are O, B-TYPE or I-TYPE, O among them"
+            )
+        self.labels = list(labels)
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any]) -> TokenClassificationTask:
+        return cls({}, labels=list(info["labels"]), name=str(info["task"]))
+
+    @property
+    def num_labels(self) -> int:
+        return len(self.labels)
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "labels": self.labels}
+
+    def split_source(self, split: str) -> str:
+        return str(self.files[split]) if split in self.files else super().split_source(split)
+
+    def read_file(self, split: str, allowed: Sequence[str] | None) -> list[Example]:
+        if split not in self.files:
+            raise FileNotFoundError(f"{self.name}: no {split} file")
+        return read_conll(self.files[split], allowed)
+
+    def read(self, split: str) -> list[Example]:
+        return self.read_file(split, self.labels)
+
+    @classmethod
+    def read_labelled(
+        cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
+    ) -> list[Example]:
+        return read_conll(path, info.get("labels"))
+
+    # -------------------------------------------------------------------------------- the model's view
+    def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
+        """``[CLS] pieces [SEP]``; ``word_starts``: the position of each word's first piece (the words
+        that fit); ``labels`` (labelled examples): the tag id there, ``IGNORE_INDEX`` elsewhere."""
+        from albert_lm.model.heads import IGNORE_INDEX
+
+        if max_length < 3:
+            raise ValueError(f"max_seq_length {max_length} leaves no room for text")
+        features, cut = [], 0
+        for i, ex in enumerate(examples):
+            words = ex.meta["words"]
+            pieces: list[int] = []
+            starts: list[int] = []
+            for word_ids in tokenizer.encode_ids_batch(words) if words else []:
+                if len(pieces) >= max_length - 2:  # this word's first piece no longer fits
+                    break
+                starts.append(1 + len(pieces))  # after [CLS]
+                pieces.extend(word_ids or [tokenizer.unk_id])  # a word of nothing the vocabulary has
+            cut += len(starts) < len(words)
+            ids, types = build_inputs(tokenizer, pieces[: max_length - 2])
+            feat: Feature = {
+                "input_ids": ids,
+                "token_type_ids": types,
+                "word_starts": starts,
+                "example_index": i,
+            }
+            if ex.label is not None:
+                labels = [IGNORE_INDEX] * len(ids)
+                for w, pos in enumerate(starts):
+                    labels[pos] = self.labels.index(ex.label[w])
+                feat["labels"] = labels
+            features.append(feat)
+        if cut:
+            logger.warning(
+                "%d sentence(s) longer than %d pieces: their last words are tagged O", cut, max_length
+            )
+        return features
+
+    def collate(self, features: Sequence[Feature], pad_id: int = 0, pad_to: int | None = None) -> Batch:
+        """`pad_features`, and the per-token labels padded with ``IGNORE_INDEX`` to (B, T)."""
+        import torch
+
+        from albert_lm.model.heads import IGNORE_INDEX
+
+        batch = pad_features(
+            [{k: v for k, v in f.items() if k != "labels"} for f in features], pad_id, pad_to=pad_to
+        )
+        if all(f.get("labels") is not None for f in features):
+            labels = torch.full(batch["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)  # (B, T)
+            for row, f in enumerate(features):
+                labels[row, : len(f["labels"])] = torch.tensor(f["labels"])
+            batch["labels"] = labels
+        return batch
+
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
+        from albert_lm.model.heads import AlbertForTokenClassification
+
+        model = AlbertForTokenClassification.from_pretrained(
+            init, num_labels=self.num_labels, require_head=require_head, **config_overrides
+        )
+        model.label_names = list(self.labels)  # type: ignore[assignment]  # -> config.json id2label
+        return model
+
+    def postprocess(
+        self,
+        outputs: Sequence[Mapping[str, np.ndarray]],
+        examples: Sequence[Example],
+        features: Sequence[Feature],
+    ) -> list[dict[str, Any]]:
+        """``{"guid", "tags"}``: the most likely tag at each word's first piece; ``O`` past the window."""
+        return per_example(outputs, examples, features, self._record)
+
+    def _record(self, out: Mapping[str, np.ndarray], feat: Feature, example: Example) -> dict[str, Any]:
+        starts = feat["word_starts"]
+        logits = np.asarray(out["logits"])  # (T, num_labels), T padded to the batch's longest
+        best = logits[starts].argmax(-1) if starts else []
+        tags = [self.labels[int(k)] for k in best]
+        tags += ["O"] * (len(example.meta["words"]) - len(tags))
+        return {"guid": example.guid, "tags": tags}
+
+    def compute_metrics(
+        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]
+    ) -> dict[str, float]:
+        if any(ex.label is None for ex in examples):
+            raise ValueError(f"{self.name}: cannot compute metrics on unlabelled examples")
+        return M.entity_scores([p["tags"] for p in predictions], [ex.label for ex in examples])
+
+    # ----------------------------------------------------------------------------- predict and serve
+    def request_fields(self) -> tuple[str, ...]:
+        return ("texts", "items")
+
+    def predict_examples(
+        self,
+        records: Sequence[Mapping[str, Any]],
+        numbers: Sequence[int],
+        source: str,
+        *,
+        text_field: str | None = None,
+        pair_field: str | None = None,
+    ) -> list[Example]:
+        """Text lines (split into words, `split_words`), or JSON objects with ``tokens`` (a list of words)
+        or a text in ``text_field`` (default ``text``)."""
+        text_field = text_field or "text"
+        examples = []
+        for rec, n in zip(records, numbers):
+            meta: dict[str, Any]
+            if "_texts" in rec or text_field in rec:
+                text = "\t".join(rec["_texts"]) if "_texts" in rec else rec[text_field]
+                if not isinstance(text, str):
+                    raise TaskDataError(f"{source}:{n}: field {text_field!r} is not a string")
+                words, spans = split_words(text)
+                meta = {"words": words, "spans": spans}
+            elif "tokens" in rec:
+                words = rec["tokens"]
+                if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+                    raise TaskDataError(f"{source}:{n}: 'tokens' must be a list of non-blank strings")
+                text, meta = " ".join(words), {"words": list(words)}
+            else:
+                raise TaskDataError(
+                    f"{source}:{n}: no field 'tokens' (a list of words) or {text_field!r} (use --text-field)"
+                )
+            examples.append(Example(str(rec.get("id", n)), (text,), None, meta))
+        return examples
+
+    def output_row(self, example: Example, prediction: Mapping[str, Any]) -> dict[str, Any]:
+        """``{["text",] "tokens", "tags", "entities": [{"type", "text", "start", "end"}]}``: ``start`` /
+        ``end`` (exclusive) count words, and for a text input also ``char_start`` / ``char_end``."""
+        words, tags = example.meta["words"], prediction["tags"]
+        spans = example.meta.get("spans")
+        entities = []
+        for kind, start, end in M.entity_spans(tags):
+            entity: dict[str, Any] = {
+                "type": kind,
+                "text": " ".join(words[start:end]),
+                "start": start,
+                "end": end,
+            }
+            if spans is not None:
+                a, b = spans[start][0], spans[end - 1][1]
+                entity.update(text=example.texts[0][a:b], char_start=a, char_end=b)
+            entities.append(entity)
+        row: dict[str, Any] = {"text": example.texts[0]} if spans is not None else {}
+        return {**row, "tokens": list(words), "tags": list(tags), "entities": entities}
+
+    # ------------------------------------------------------------------------------------ command line
+    @classmethod
+    def cli_arguments(cls, parser: Any, mode: str) -> None:
+        g = parser.add_argument_group(
+            "data: CoNLL files (token ... tag per line, blank line between sentences)"
+        )
+        g.add_argument("--train", type=Path, required=mode == "finetune", help="training file")
+        g.add_argument(
+            "--dev",
+            type=Path,
+            required=mode == "finetune",
+            help="dev file (entity F1 picks the best checkpoint)",
+        )
+        g.add_argument("--test", type=Path, help="labelled test file to predict after training")
+        g.add_argument(
+            "--labels",
+            help="comma-separated tag set, in class-id order (default: O, then the training tags sorted)",
+        )
+        g.add_argument("--name", default="ner", help="task name used in reports")
+
+    @classmethod
+    def cli_task(
+        cls, args: Any, info: Mapping[str, Any] | None = None
+    ) -> tuple[TokenClassificationTask, FinetuneConfig]:
+        files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
+        labels: Sequence[str] | None = args.labels.split(",") if args.labels else None
+        if info is not None:
+            labels = list(info["labels"])  # a fine-tuned model fixes the class ids
+        return cls(files, labels=labels, name=args.name), NER_PRESET

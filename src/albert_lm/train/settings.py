@@ -1,0 +1,430 @@
+"""The settings both training workflows share, declared once: `OptimSettings`, `ScheduleSettings` and
+`RunSettings`, the ``optim``, ``schedule`` and ``run`` sections of ``albert pretrain``'s `PretrainConfig`
+and of ``albert finetune``'s `FinetuneConfig` (both in `albert_lm.tasks`).
+
+Each field has its one default and, in the string under it, its one help text (`albert_lm._fields`). The
+defaults are the original pretraining's (google-research/albert run_pretraining.py, paper Sec. 4.1);
+fine-tuning's values (AdamWeightDecayOptimizer at 2e-5, seed 42, ...) are a preset of values over the
+same fields (`albert_lm.tasks.base.FINETUNE_DEFAULTS`), never fields of its own.
+
+The same flags set them in both commands: `SHARED_FLAGS` (``--learning-rate`` -> ``optim.lr``), and
+``--set SECTION.FIELD=VALUE``, ``--config FILE`` (JSON, or the YAML subset of `parse_yaml_subset`) and
+``--print-config`` (that YAML) work alike in both.
+
+Validation is one rule style: a table of ``(field, test, what the test asks)`` per section (`RULES`) and
+the field types (`albert_lm._fields.coerce`: integers, finite numbers), checked once at the boundary by
+`check_sections`, which raises one `albert_lm.config.ConfigError` listing every bad ``section.field``.
+
+This module stays free of torch (the optimizer names are checked lazily against `albert_lm.optim`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from albert_lm._fields import FieldError, coerce, field_types, parse_value
+from albert_lm._io import NotTextError, read_utf8
+from albert_lm.config import ConfigError
+
+__all__ = [
+    "FP32_LINEARS",
+    "PRECISIONS",
+    "SCHEDULE_BY",
+    "SHARED_FLAGS",
+    "ConfigError",
+    "OptimSettings",
+    "RunSettings",
+    "ScheduleSettings",
+    "apply_dict",
+    "check_sections",
+    "load_config_file",
+    "parse_assignments",
+    "parse_yaml_subset",
+    "to_yaml",
+]
+
+# "auto": bf16 where the device runs it natively (albert_lm.train.precision.resolve_precision), else fp32
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# "auto" and albert_lm.model.fp32_linear.FP32_LINEAR_BACKENDS (not imported: this module stays free of torch)
+FP32_LINEARS = ("auto", "torch", "onednn")
+# "auto" and albert_lm.model.encoder.CPU_ATTENTION_MODES, plus "sdpa" (torch's SDPA as it is)
+CPU_ATTENTIONS = ("auto", "gemms", "fp32", "sdpa")
+# ScheduleSettings.by: the learning rate as a function of optimizer steps or of training time
+SCHEDULE_BY = ("steps", "time")
+
+
+@dataclass
+class OptimSettings:
+    name: str = "lamb"
+    """lamb | adamw | adamw_original (original run_pretraining.py: lamb). adamw_original is the original
+    optimization.py AdamWeightDecayOptimizer, without Adam's bias correction (what run_glue.sh, run_squad
+    and run_race fine-tune with); adamw is torch.optim.AdamW, with it"""
+    lr: float = 0.00176
+    """peak learning rate (paper Sec. 4.1: 0.00176 for batch 4096)"""
+    weight_decay: float = 0.01
+    """decoupled weight decay, LayerNorm and biases excluded (original optimization.py: 0.01)"""
+    beta1: float = 0.9
+    """Adam / LAMB beta1 (original: 0.9)"""
+    beta2: float = 0.999
+    """Adam / LAMB beta2 (original: 0.999)"""
+    eps: float = 1e-6
+    """Adam / LAMB epsilon (original optimization.py: 1e-6)"""
+    max_grad_norm: float | None = 1.0
+    """global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); null: none"""
+    head_lr_scale: float = 1.0
+    """multiplier of the lr for the parts on top of the encoder and its pooler: every parameter outside
+    albert.* (pretraining: mlm.*, sop.*; fine-tuning: the task head) and albert.pooler.*. >1 lets parts
+    that start from random or were never trained (a classifier on a pretrained encoder; heads added to an
+    encoder loaded with --model; a sentence-embedding model's unused pooler) catch up with an encoder
+    that already reads (the original has one lr: 1.0)"""
+
+
+@dataclass
+class ScheduleSettings:
+    total_steps: int | None = 125_000
+    """optimizer steps of the schedule: the lr reaches 0 here (paper: 125,000); fine-tuning: null trains
+    finetune.epochs passes over the training set"""
+    warmup_steps: int | None = 3125
+    """linear warmup steps (original run_pretraining.py: 3125); null: warmup_fraction of the steps"""
+    warmup_fraction: float = 0.06
+    """the warmup's share of the steps when warmup_steps is null, and with by=time of the time budget
+    (Izsak et al. 2021: warmup_proportion 0.06)"""
+    power: float = 1.0
+    """polynomial decay power (original poly_power: 1.0 = linear)"""
+    start_warmup_step: int = 0
+    """original start_warmup_step"""
+    by: str = "steps"
+    """steps | time: lay warmup and decay over optimizer steps (total_steps, warmup_steps: the paper's) or
+    over training time (run.max_time_minutes, warmup_fraction; academic-budget BERT, Izsak et al. 2021), so
+    that a run stopped by its time budget ends at lr ~0. time: total_steps only caps the steps, and the lr,
+    hence the losses, depend on the machine's speed, so reruns are not bit-identical (a resumed run
+    continues from its saved training time); steps (the default) reproduces a run exactly"""
+
+    def steps(self, epoch_steps: float | None = None) -> tuple[int, int]:
+        """(total optimizer steps, warmup steps): ``total_steps``, or when it is null ``epoch_steps`` (the
+        steps of fine-tuning's epochs, ``epochs * examples / batch size``) rounded up; the warmup as
+        ``warmup_steps`` says, at most the total."""
+        if self.total_steps is not None:
+            total = self.total_steps
+        elif epoch_steps is not None:
+            total = max(1, math.ceil(epoch_steps))
+        else:
+            raise ConfigError("schedule.total_steps: null needs epochs over a training set (fine-tuning)")
+        warmup = self.warmup_steps if self.warmup_steps is not None else int(self.warmup_fraction * total)
+        return total, min(warmup, total)
+
+
+@dataclass
+class RunSettings:
+    run_dir: str | None = None
+    """the run directory (flag --output): metrics.jsonl, checkpoints/ and the run's config go here"""
+    max_steps: int | None = None
+    """stop after this many optimizer steps (default: the schedule's)"""
+    max_time_minutes: float | None = None
+    """training time budget in minutes (summed over resumed runs; evaluation excluded): then checkpoint
+    and stop"""
+    precision: str = "auto"
+    """auto | fp32 | bf16 | fp16 (autocast; fp16 with dynamic loss scaling; parameters stay fp32). auto:
+    bf16 where the device runs it natively (CUDA with bf16, a CPU with AVX-512 BF16 or AMX), else fp32
+    (bf16 emulated on a CPU is ~19x slower)"""
+    device: str | None = None
+    """cpu | cuda | cuda:N (default: a GPU when there is one)"""
+    fp32_linear: str = "auto"
+    """auto | torch | onednn: the library of the fp32 linear layers on a CPU; auto: measured at start-up,
+    oneDNN only where clearly faster. Fix it for runs that must match bit for bit"""
+    cpu_attention: str = "auto"
+    """auto | gemms | fp32 | sdpa: how attention runs under bf16 / fp16 autocast on a CPU. gemms: two bf16
+    batched GEMMs around an fp32 softmax; fp32: torch's SDPA on fp32 copies; sdpa: torch's SDPA in bf16. auto:
+    gemms on a CPU without AMX (where torch's bf16 CPU flash attention is slow), sdpa elsewhere"""
+    compile: bool = False
+    """torch.compile the model"""
+    activation_checkpointing: bool = False
+    """recompute each transformer layer in the backward pass (less memory, about a third more compute)"""
+    seed: int = 12345
+    """random seed: initialization, dropout (and fine-tuning's data order; pretraining's is DATA_DIR's)"""
+    threads: int | None = None
+    """torch CPU threads (default: torch's choice)"""
+    log_every: int | None = 10
+    """steps between metrics lines; null (fine-tuning): about ten per epoch, at most every 50"""
+    eval_every: int | None = 1000
+    """steps between evaluations on held-out data (and one at the end); null: pretraining only at the
+    end, fine-tuning once per epoch"""
+    eval_batch_size: int = 64
+    """batch size of evaluation (original eval_batch_size: 64)"""
+    save_every: int | None = 5000
+    """steps between checkpoints (original save_checkpoints_steps: 5000); null: only at the end"""
+    save_every_minutes: float | None = None
+    """also a checkpoint after this many minutes of training since the last one; 0 or null: by steps only"""
+    keep_last: int = 5
+    """step checkpoints kept (original keep_checkpoint_max: 5)"""
+    max_bad_steps: int = 10
+    """consecutive non-finite steps before the run stops"""
+    spike_rollback: bool = False
+    """on a loss spike (a logged loss above 1.5x the median of the last 10) or a non-finite step, go back to
+    the last checkpoint written before it and skip the batches read since (PaLM, Chowdhery et al. 2022, Sec.
+    5.1); needs a save cadence (save_every or save_every_minutes)"""
+    spike_skip_batches: int = 0
+    """with spike_rollback: global batches skipped beyond those read up to the spike"""
+    spike_max_rollbacks: int = 3
+    """with spike_rollback: rollbacks in a run; the next spike stops it (TrainingDiverged)"""
+    progress_bar: bool = True
+    """a progress bar (flags --progress / --no-progress)"""
+
+    def cross_field_problems(self, section: str) -> list[tuple[str, str]]:
+        """``(section.field, reason)`` for the rules across this section's fields."""
+        if self.spike_rollback and not (self.save_every or self.save_every_minutes):
+            return [(f"{section}.spike_rollback", "needs checkpoints to go back to: set run.save_every "
+                     "(steps) or run.save_every_minutes")]  # fmt: skip
+        return []
+
+
+# The flat flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md):
+# flag name (dashes for underscores) -> section.field. `albert pretrain` also has --section.field for
+# every field (its config file's spelling).
+SHARED_FLAGS: dict[str, str] = {
+    "output": "run.run_dir",
+    "learning_rate": "optim.lr",
+    "optimizer": "optim.name",
+    "weight_decay": "optim.weight_decay",
+    "adam_epsilon": "optim.eps",
+    "max_grad_norm": "optim.max_grad_norm",
+    "head_lr_scale": "optim.head_lr_scale",
+    "train_steps": "schedule.total_steps",
+    "warmup_steps": "schedule.warmup_steps",
+    "warmup_fraction": "schedule.warmup_fraction",
+    "seed": "run.seed",
+    "precision": "run.precision",
+    "device": "run.device",
+    "fp32_linear": "run.fp32_linear",
+    "cpu_attention": "run.cpu_attention",
+    "threads": "run.threads",
+    "eval_every": "run.eval_every",
+    "eval_batch_size": "run.eval_batch_size",
+    "max_time_minutes": "run.max_time_minutes",
+    "save_every": "run.save_every",
+    "save_every_minutes": "run.save_every_minutes",
+    "progress": "run.progress_bar",
+}
+
+
+# ---------------------------------------------------------------------------------------------- the rules
+Rule = tuple[str, Callable[[Any], bool], str]
+"""(field, test, what the test asks); a null value passes (where the type allows null, it has a meaning)."""
+
+
+def at_least(n: float) -> Callable[[Any], bool]:
+    return lambda v: v >= n
+
+
+def above(n: float) -> Callable[[Any], bool]:
+    return lambda v: v > n
+
+
+def one_of(choices: tuple[str, ...]) -> tuple[Callable[[Any], bool], str]:
+    return (lambda v: v in choices), f"one of {', '.join(choices)}"
+
+
+def _optimizer_names() -> tuple[str, ...]:
+    from albert_lm.optim import OPTIMIZERS  # torch: only when a config is checked
+
+    return OPTIMIZERS
+
+
+def _is_optimizer(v: Any) -> bool:
+    return v in _optimizer_names()
+
+
+def rules_of(cls: type) -> list[Rule]:
+    """The rules of a settings class and of the settings classes it extends: `RULES` for the shared ones,
+    a ``RULES`` class attribute for a workflow's own section."""
+    out: list[Rule] = []
+    for klass in reversed(cls.__mro__):
+        out.extend(RULES.get(klass, klass.__dict__.get("RULES", ())))
+    return out
+
+
+RULES: dict[type, list[Rule]] = {
+    OptimSettings: [
+        ("name", _is_optimizer, "one of lamb, adamw, adamw_original"),
+        ("lr", at_least(0), "at least 0"),
+        ("weight_decay", at_least(0), "at least 0"),
+        ("beta1", lambda v: 0 <= v < 1, "in [0, 1)"),
+        ("beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
+        ("eps", above(0), "greater than 0"),
+        ("max_grad_norm", above(0), "greater than 0 (or null: no clipping)"),
+        ("head_lr_scale", above(0), "greater than 0"),
+    ],
+    ScheduleSettings: [
+        ("total_steps", at_least(1), "at least 1 (or null: use epochs)"),
+        ("warmup_steps", at_least(0), "at least 0"),
+        ("warmup_fraction", lambda v: 0 <= v <= 1, "between 0 and 1"),
+        ("power", above(0), "greater than 0"),
+        ("start_warmup_step", at_least(0), "at least 0"),
+        ("by", *one_of(SCHEDULE_BY)),
+    ],
+    RunSettings: [
+        ("max_steps", at_least(0), "at least 0"),
+        ("max_time_minutes", above(0), "greater than 0 (or null: no budget)"),
+        ("precision", *one_of(PRECISIONS)),
+        ("fp32_linear", *one_of(FP32_LINEARS)),
+        ("cpu_attention", *one_of(CPU_ATTENTIONS)),
+        ("seed", at_least(0), "at least 0"),
+        ("threads", at_least(1), "at least 1"),
+        ("log_every", at_least(1), "at least 1"),
+        ("eval_every", at_least(1), "at least 1 (or null)"),
+        ("eval_batch_size", at_least(1), "at least 1"),
+        ("save_every", at_least(1), "at least 1 (or null: only at the end)"),
+        ("save_every_minutes", at_least(0), "at least 0 (0 or null: by steps only)"),
+        ("keep_last", at_least(1), "at least 1"),
+        ("max_bad_steps", at_least(0), "at least 0"),
+        ("spike_skip_batches", at_least(0), "at least 0"),
+        ("spike_max_rollbacks", at_least(0), "at least 0"),
+    ],
+}
+
+
+def section_problems(obj: Any, section: str, rules: list[Rule] | None = None) -> list[tuple[str, str]]:
+    """``(section.field, reason)`` for each field of the dataclass ``obj`` whose value breaks its type
+    (`albert_lm._fields.coerce`: integers, finite numbers) or its rule; one problem per field."""
+    problems: list[tuple[str, str]] = []
+    bad: set[str] = set()
+    for name, tp in field_types(type(obj)).items():
+        where = f"{section}.{name}"
+        try:
+            coerce(getattr(obj, name), tp, where)
+        except FieldError as e:
+            problems.append((where, str(e).removeprefix(f"{where}: ")))
+            bad.add(name)
+    for name, ok, need in rules if rules is not None else rules_of(type(obj)):
+        value = getattr(obj, name)
+        if name not in bad and value is not None and not ok(value):
+            problems.append((f"{section}.{name}", f"must be {need}, got {value!r}"))
+            bad.add(name)
+    cross = getattr(obj, "cross_field_problems", None)  # rules across fields (e.g. RunSettings')
+    if cross is not None:
+        problems += [p for p in cross(section) if p[0].removeprefix(f"{section}.") not in bad]
+    return problems
+
+
+def check_sections(cfg: Any, sections: Mapping[str, type], extra: Sequence[tuple[str, str]] = ()) -> None:
+    """Check every section of ``cfg`` (`section_problems`) plus the cross-field ``extra`` problems.
+
+    Raises:
+        ConfigError: listing each bad ``section.field`` with the reason (``problems``).
+    """
+    problems = [p for name in sections for p in section_problems(getattr(cfg, name), name)]
+    seen = {name for name, _ in problems}
+    problems += [p for p in extra if p[0] not in seen]
+    if problems:
+        raise ConfigError(problems)
+
+
+# ---------------------------------------------------------------------------------------------- files, flags
+def apply_dict(cfg: Any, raw: Any, source: str, sections: Mapping[str, type]) -> Any:
+    """A copy of the sectioned ``cfg`` with the sections / fields of ``raw`` set (unknown names are errors).
+
+    Raises:
+        ConfigError: naming ``source`` and the field (``x.json: optim.lr: expected a number``).
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of sections {list(sections)}")
+    out = copy.deepcopy(cfg)
+    for section, values in raw.items():
+        if section not in sections:
+            raise ConfigError(f"{source}: unknown section {section!r} (sections: {', '.join(sections)})")
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: section {section!r} must be a mapping")
+        obj = getattr(out, section)
+        types = field_types(type(obj))
+        for key, value in values.items():
+            if key not in types:
+                raise ConfigError(
+                    f"{source}: unknown field {section}.{key} (fields of {section}: {', '.join(types)})"
+                )
+            try:
+                setattr(obj, key, coerce(value, types[key], f"{source}: {section}.{key}"))
+            except FieldError as e:
+                raise ConfigError(str(e)) from None
+    return out
+
+
+def sections_dict(cfg: Any, sections: Mapping[str, type]) -> dict[str, dict[str, Any]]:
+    """``{section: {field: value}}`` of a sectioned config (what `to_yaml` prints and `apply_dict` reads)."""
+    return {s: {f.name: copy.deepcopy(getattr(getattr(cfg, s), f.name)) for f in fields(getattr(cfg, s))}
+            for s in sections}  # fmt: skip
+
+
+def parse_yaml_subset(text: str, source: str) -> dict[str, Any]:
+    """The YAML these configs need: ``section:`` lines, indented ``key: value`` lines, ``#`` comments.
+
+    Values are scalars (see `parse_value`) or inline JSON (``overrides: {"hidden_size": 256}``).
+    """
+    out: dict[str, Any] = {}
+    section: dict[str, Any] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = re.sub(r"\s+#.*$", "", line).rstrip()
+        if not stripped.strip() or stripped.lstrip().startswith("#"):
+            continue
+        indented = stripped[0] in " \t"
+        if ":" not in stripped:
+            raise ConfigError(f"{source}:{lineno}: expected 'key: value' (got {line.strip()!r})")
+        key, _, value = stripped.strip().partition(":")
+        key = key.strip()
+        if not indented:
+            if value.strip():
+                raise ConfigError(f"{source}:{lineno}: top-level lines are sections ('{key}:' alone)")
+            section = out.setdefault(key, {})
+        else:
+            if section is None:
+                raise ConfigError(f"{source}:{lineno}: 'key: value' before any section")
+            section[key] = parse_value(value)
+    return out
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """A config file as a nested dict: JSON (``.json``) or the YAML subset (anything else)."""
+    path = Path(path)
+    try:
+        text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except NotTextError as e:
+        raise ConfigError(str(e)) from None
+    if path.suffix == ".json":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"{path}:{e.lineno}: not valid JSON ({e.msg})") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a JSON object of sections")
+        return raw
+    return parse_yaml_subset(text, str(path))
+
+
+def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]:
+    """``["optim.lr=1e-3", "run.precision=bf16"]`` -> ``{"optim": {"lr": 0.001}, "run": {...}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or "." not in key:
+            raise ConfigError(f"{source} {item!r}: expected SECTION.FIELD=VALUE")
+        section, _, name = key.strip().partition(".")
+        out.setdefault(section, {})[name] = parse_value(value)
+    return out
+
+
+def to_yaml(raw: Mapping[str, Mapping[str, Any]], header: str = "") -> str:
+    """Sections in the YAML subset that `parse_yaml_subset` reads back (``header``: ``#`` comment lines)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    for section, values in raw.items():
+        lines.append(f"{section}:")
+        for key, value in values.items():
+            lines.append(f"  {key}: {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
