@@ -14,7 +14,7 @@ PARSERS = all_parsers()
 # developer references: a module path (albert_lm.train.precision), a CamelCase class name in backticks
 # (`SquadTask`), a docstring section. `python -m albert_lm.cli.main` in a command line is for users.
 DEVELOPER = re.compile(
-    r"(?<!-m )\balbert\.[a-z_]+\.[\w.]+|`[A-Za-z_.]*[a-z][A-Z]\w*`|`[A-Z][a-z]+[A-Z]\w*`|\b(?:Args|Raises|Returns):"
+    r"(?<!-m )\balbert_lm\.[a-z_]+\.[\w.]+|`[A-Za-z_.]*[a-z][A-Z]\w*`|`[A-Z][a-z]+[A-Z]\w*`|\b(?:Args|Raises|Returns):"
 )
 
 
