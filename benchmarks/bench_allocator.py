@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The memory allocator's share of a step: glibc malloc's defaults vs freed memory kept for reuse
-(`albert_lm.train.allocator.keep_freed_memory`, what `albert pretrain` / `finetune` / `predict` / `serve` /
+(`albert_lm.runtime.allocator.keep_freed_memory`, what `albert pretrain` / `finetune` / `predict` / `serve` /
 `probe` do), taking turns, each (case, allocator) in a fresh process (the setting is process-wide).
 
 Cases:
@@ -47,9 +47,9 @@ def worker(case: str, steps: int, precision: str) -> dict[str, float]:
 
     from albert_lm.config import AlbertConfig
     from albert_lm.model import AlbertForPreTraining, AlbertForSequenceClassification
-    from albert_lm.model.fp32_linear import choose_fp32_linear
     from albert_lm.optim import build_optimizer
-    from albert_lm.train.allocator import keep_freed_memory
+    from albert_lm.runtime.allocator import keep_freed_memory
+    from albert_lm.runtime.fp32_linear import choose_fp32_linear
     from albert_lm.train.parallelize import autocast
 
     keep_freed_memory()

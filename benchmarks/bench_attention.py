@@ -12,7 +12,7 @@ Two parts:
    forward + backward 66 ms vs 37 in fp32), which is why the trainer does not run it there
    (`albert_lm.train.parallelize.cpu_attention_rule`).
 2. The whole training step (forward, MLM + SOP loss, backward, AdamW) under bf16 autocast with attention each
-   of three ways (`albert_lm.model.encoder.cpu_attention`: None = torch's bf16 SDPA, "fp32", "gemms"), taking
+   of three ways (`albert_lm.runtime.attention.cpu_attention`: None = torch's bf16 SDPA, "fp32", "gemms"), taking
    turns step by step in one process, so that a drifting machine hits all alike. Prints the medians, the
    ratios to the gemms step and the paired differences with two standard errors.
 
@@ -34,7 +34,8 @@ def kernels(threads: int, reps: int) -> None:
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    from albert_lm.model.encoder import attention, attention_by_gemms, cpu_attention
+    from albert_lm.model.encoder import attention, attention_by_gemms
+    from albert_lm.runtime.attention import cpu_attention
 
     def flash(q, k, v, mask):  # type: ignore[no-untyped-def]
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
@@ -88,8 +89,8 @@ def step(preset: str, batch: int, seq: int, steps: int) -> None:
 
     from albert_lm.config import AlbertConfig
     from albert_lm.model import AlbertForPreTraining
-    from albert_lm.model.encoder import cpu_attention
     from albert_lm.optim import build_optimizer
+    from albert_lm.runtime.attention import cpu_attention
 
     torch.manual_seed(0)
     config = AlbertConfig.from_preset(preset)
@@ -157,7 +158,7 @@ def main() -> int:
     import torch
 
     from albert_lm.config import PRESETS
-    from albert_lm.train.precision import cpu_capability
+    from albert_lm.runtime.precision import cpu_capability
 
     if args.preset not in PRESETS:
         ap.error(f"--preset {args.preset!r} is not a preset: one of {', '.join(sorted(PRESETS))}")

@@ -3,7 +3,7 @@
 
 The original (classifier_utils.py) and transformers' run_glue example pad every sequence to
 max_seq_length; `albert_lm.tasks.collate` pads each batch to its longest member and draws batches from
-groups of similar length. Both runs go through the same code path (`albert_lm.tasks.base.finetune`, the
+groups of similar length. Both runs go through the same code path (`albert_lm.finetune.run.finetune`, the
 one trainer), on the same data (the polarity training split, 3200 sentences), the same model
 (all-MiniLM-L6-v2) and batch size; only ``pad_to_max_length`` / ``group_by_length`` differ.
 
@@ -46,7 +46,8 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
 
-    from albert_lm.tasks.base import FinetuneConfig, finetune, load_model_tokenizer
+    from albert_lm.finetune.config import FinetuneConfig
+    from albert_lm.tasks.base import finetune, load_model_tokenizer
     from albert_lm.tasks.collate import LengthGroupedBatches, pad_features, padding_stats
     from albert_lm.tasks.custom import CustomData, CustomTask
 

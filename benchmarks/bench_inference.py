@@ -52,8 +52,8 @@ def build(preset: str, variants: list[str], threads: int, work: Path) -> tuple[d
     import torch
 
     from albert_lm.config import AlbertConfig
-    from albert_lm.export.onnx import export_onnx, load_session, run_session
-    from albert_lm.export.quantize import quantize_onnx_int8, quantize_torch_int8
+    from albert_lm.infer.onnx import export_onnx, load_session, run_session
+    from albert_lm.infer.quantize import quantize_onnx_int8, quantize_torch_int8
     from albert_lm.model import AlbertForSequenceClassification
 
     torch.manual_seed(0)

@@ -4,9 +4,9 @@
 Cases (albert-base by default):
   * one training step: forward + MLM + SOP loss + backward + AdamW step, at 8x128 and 4x512,
     in fp32 and under bf16 autocast (ours: `albert_lm.optim.build_optimizer`'s AdamW and the trainer's
-    autocast -- in fp32 on a CPU the linear layers on the library `albert_lm.model.fp32_linear` measures
-    fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert_lm.model.encoder.cpu_attention`);
-    glibc malloc keeping freed memory, `albert_lm.train.allocator`; transformers: a plain
+    autocast -- in fp32 on a CPU the linear layers on the library `albert_lm.runtime.fp32_linear` measures
+    fastest, under bf16 on a CPU without AMX attention as bf16 GEMMs (`albert_lm.runtime.attention.cpu_attention`);
+    glibc malloc keeping freed memory, `albert_lm.runtime.allocator`; transformers: a plain
     ``torch.optim.AdamW``, ``torch.autocast`` and the allocator's defaults);
   * AlbertModel inference at 32x128 (fp32).
 
@@ -52,7 +52,7 @@ CASES = {
 class PeakRSS:
     """Samples this process's RSS in a thread (CPU peak memory). The base is taken after handing the memory
     malloc holds free back to the kernel (glibc's ``malloc_trim``): where malloc keeps freed blocks for reuse
-    (`albert_lm.train.allocator`), the previous step's peak would otherwise still be resident at the base, and
+    (`albert_lm.runtime.allocator`), the previous step's peak would otherwise still be resident at the base, and
     the peak above it would read ~0."""
 
     def __init__(self) -> None:
@@ -123,8 +123,8 @@ def worker(impl: str, case: str, preset: str, steps: int, device: str) -> dict:
         train_batch = dict(batch, labels=labels, sentence_order_label=sop)
     model.to(device)
     if impl == "ours":  # the trainer's autocast, fp32 linear library, attention precision and allocator
-        from albert_lm.model.fp32_linear import choose_fp32_linear
-        from albert_lm.train.allocator import keep_freed_memory
+        from albert_lm.runtime.allocator import keep_freed_memory
+        from albert_lm.runtime.fp32_linear import choose_fp32_linear
         from albert_lm.train.parallelize import autocast
 
         keep_freed_memory()  # this process is ours alone (each case and implementation runs in its own)
@@ -261,7 +261,7 @@ def open_text(path: str) -> str:
 
 
 def cpu_flags_line() -> str:
-    from albert_lm.train.precision import _cpuinfo_flags
+    from albert_lm.runtime.precision import _cpuinfo_flags
 
     flags = _cpuinfo_flags()
     try:
@@ -294,7 +294,7 @@ def main() -> int:
 
     import torch
 
-    from albert_lm.train.precision import cpu_capability, native_bf16, resolve_precision
+    from albert_lm.runtime.precision import cpu_capability, native_bf16, resolve_precision
 
     print(
         f"device {args.device}, torch {torch.__version__}, threads {torch.get_num_threads()}, preset {args.preset}"

@@ -10,7 +10,7 @@ as `benchmarks/bench_serve.py`'s clients draw them) are run in ``--batch``-sente
 * random, cut: the arrivals sorted and cut into the calls of least cost (`albert_lm.tasks.collate.cheapest_batches`
   with the predictor's ``CALL_COST_TOKENS``: what the torch server did before padding was skipped, and what the
   ONNX Runtime one does);
-* random, padding skipped: one call per batch inside `albert_lm.model.encoder.skip_padding` (what the torch
+* random, padding skipped: one call per batch inside `albert_lm.runtime.attention.skip_padding` (what the torch
   server does now).
 
 The five take turns (``--turns``), so a drifting host slows them alike. Prints the CPU, padded / real tokens and
@@ -50,10 +50,10 @@ def main() -> int:
     import torch
 
     from albert_lm.config import PRESETS
+    from albert_lm.infer.predictor import CALL_COST_TOKENS
     from albert_lm.model import AlbertForSequenceClassification
-    from albert_lm.model.encoder import skip_padding
-    from albert_lm.model.fp32_linear import choose_fp32_linear, fp32_linear
-    from albert_lm.serve.predictor import CALL_COST_TOKENS
+    from albert_lm.runtime.attention import skip_padding
+    from albert_lm.runtime.fp32_linear import choose_fp32_linear, fp32_linear
     from albert_lm.tasks.collate import cheapest_batches
     from albert_lm.tokenizer import load_tokenizer
 

@@ -199,7 +199,7 @@ def main() -> int:
         print(json.dumps(reference_worker(args)))
         return 0
 
-    from albert_lm.tasks.pretraining import baselines
+    from albert_lm.pretrain.run import baselines
 
     results: dict[str, dict] = {}
     if args.only != "reference":

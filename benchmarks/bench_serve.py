@@ -58,9 +58,9 @@ def make_model_dir(path: Path, preset: str, texts: list[str]) -> Path:
     import torch
 
     from albert_lm.config import AlbertConfig
+    from albert_lm.finetune.rundir import write_task_info
     from albert_lm.model import AlbertForSequenceClassification
     from albert_lm.tasks.classification import ClassificationTask
-    from albert_lm.tasks.rundir import write_task_info
 
     config = AlbertConfig.from_preset(preset)
     counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
@@ -119,7 +119,7 @@ def offline(model: Path, backend: str, args: argparse.Namespace, texts: list[str
     `Predictor.rows` over ``--offline`` sentences drawn as the clients draw them (length-sorted batches of
     ``--max-batch``, as `albert predict` runs them), and the same sentences in the server's batches
     (``--max-batch`` random ones per call): what the model costs served, without HTTP."""
-    from albert_lm.serve.predictor import Predictor
+    from albert_lm.infer.predictor import Predictor
 
     predictor = Predictor.load(
         model, backend=backend, int8=args.int8, threads=args.threads, batch_size=args.max_batch

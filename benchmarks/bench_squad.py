@@ -144,7 +144,7 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
 def _evaluate(
     model: Any, task: Any, examples: list, features: list, args: argparse.Namespace
 ) -> tuple[dict, float]:
-    from albert_lm.tasks.base import evaluate, model_predict_fn
+    from albert_lm.tasks.evaluate import evaluate, model_predict_fn
 
     t0 = time.perf_counter()
     res = evaluate(task, examples, features, model_predict_fn(model), batch_size=args.eval_batch_size)

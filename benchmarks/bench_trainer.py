@@ -79,7 +79,7 @@ def worker(
     if impl in ("ours", "ours-adamw"):
         from albert_lm.model import AlbertForPreTraining
         from albert_lm.optim import build_optimizer, build_scheduler
-        from albert_lm.tasks.pretraining import pretraining_metrics
+        from albert_lm.pretrain.run import pretraining_metrics
         from albert_lm.train import Trainer, TrainerConfig
 
         model = AlbertForPreTraining(config)

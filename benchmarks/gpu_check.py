@@ -168,10 +168,13 @@ def sdpa_kernels(model: torch.nn.Module, batch: dict[str, torch.Tensor], device:
     """The SDPA kernels the forward of ``batch`` runs, from the profiler's operator names."""
     from torch.profiler import ProfilerActivity, profile
 
+    from albert_lm.runtime.attention import cpu_attention
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     with (
         torch.no_grad(),
         torch.autocast(device_type=device, dtype=torch.bfloat16),
+        cpu_attention(None),  # torch's SDPA as it is (a CPU without AMX would run attention as GEMMs)
         profile(activities=activities) as prof,
     ):
         model(**{k: v for k, v in batch.items() if k not in ("mlm_labels", "sop_labels")})

@@ -9,7 +9,7 @@ loss, backward and optimizer step, the operators grouped into kinds (GEMM, atten
 
 The step is the trainer's: its autocast at the given precision (`albert_lm.train.parallelize.autocast`),
 gradient clipping at 1.0, the optimizer of `albert_lm.optim.build_optimizer`, the allocator setting of
-`albert_lm.train.allocator` (``ALBERT_MALLOC=system`` profiles glibc's defaults). Self CPU time is summed per
+`albert_lm.runtime.allocator` (``ALBERT_MALLOC=system`` profiles glibc's defaults). Self CPU time is summed per
 operator, so an operator that calls another (a linear calling addmm) is counted once, in the callee.
 """
 
@@ -91,7 +91,7 @@ def main() -> int:
     from albert_lm.config import AlbertConfig
     from albert_lm.model import AlbertForPreTraining
     from albert_lm.optim import build_optimizer
-    from albert_lm.train.allocator import keep_freed_memory
+    from albert_lm.runtime.allocator import keep_freed_memory
 
     keep_freed_memory()  # as `albert pretrain` does (ALBERT_MALLOC=system: glibc's defaults)
     torch.manual_seed(0)
@@ -123,7 +123,7 @@ def main() -> int:
     opt = build_optimizer(model, args.optimizer, 1e-4)
     # the trainer's autocast: fp32 linear layers on the library measured fastest, under bf16 attention as
     # bf16 GEMMs on a CPU without AMX (albert_lm.train.parallelize.autocast)
-    from albert_lm.model.fp32_linear import choose_fp32_linear
+    from albert_lm.runtime.fp32_linear import choose_fp32_linear
     from albert_lm.train.parallelize import autocast
 
     cpu, dtype = torch.device("cpu"), torch.bfloat16 if args.precision == "bf16" else None

@@ -213,7 +213,7 @@ def verdict(name: str, got: float, floor: float, floor_name: str, se: float, of:
 
 def precision_note() -> str:
     """What ``precision: auto`` picks on this CPU, and why (the pretraining logs it too)."""
-    from albert_lm.train.precision import native_bf16
+    from albert_lm.runtime.precision import native_bf16
 
     native, why = native_bf16("cpu")
     return f"precision auto -> {'bf16' if native else 'fp32'}: {why}"
@@ -353,7 +353,7 @@ def main() -> int:
 def report_heldout(train_data: Path, held_data: Path, run_dir: Path, units: str) -> None:
     """Step 6: the held-out accuracies of the run next to the baselines and floors, and a verdict for each."""
     from albert_lm.data.cues import sop_cues
-    from albert_lm.tasks.pretraining import baselines
+    from albert_lm.pretrain.run import baselines
 
     base = baselines(train_data, held_data, max_batches=1000)
     cues = sop_cues(train_data, held_data)["accuracy"]  # `albert data cues TRAIN HELDOUT`, ~20 s

@@ -161,9 +161,9 @@ def evaluate(
     import torch
 
     from albert_lm.model import AlbertForPreTraining
-    from albert_lm.tasks.pretraining import PretrainingEvaluator
+    from albert_lm.pretrain.run import PretrainingEvaluator
+    from albert_lm.runtime.precision import resolve_precision
     from albert_lm.train.parallelize import PRECISION_DTYPES, autocast
-    from albert_lm.train.precision import resolve_precision
 
     # the runs' own precision (auto: bf16 where the CPU runs it natively), as the trainer's evaluations
     cpu = torch.device("cpu")
@@ -188,7 +188,7 @@ def evaluate(
 def floors(work: Path, dirs: dict[tuple[str, str], Path], batches: int) -> dict:
     """Per held-out set: majority class / most frequent token (baselines) and ``albert data cues``."""
     from albert_lm.data.cues import sop_cues
-    from albert_lm.tasks.pretraining import baselines
+    from albert_lm.pretrain.run import baselines
 
     cache = work / "floors.json"
     if cache.exists():

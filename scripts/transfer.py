@@ -5,7 +5,7 @@ For each pretraining run directory given, every checkpoint (``checkpoints/step-*
 ``model/`` are scored by
 
 * the held-out masked-LM loss and accuracy the run logged at that step (``metrics.jsonl``);
-* the representation spread (albert_lm.train.health: the std across held-out sequences of the mean-pooled
+* the representation spread (albert_lm.pretrain.health: the std across held-out sequences of the mean-pooled
   last layer, median over features; ~0 when the encoder ignores its input), on the first batch of
   ``--heldout``;
 * the linear probe on the sentence-polarity set (``albert probe``: frozen mean-pooled features, logistic
@@ -118,10 +118,10 @@ def main() -> int:
 
     import torch
 
-    from albert_lm.cli.probe import compare
     from albert_lm.data import PretrainingDataset
-    from albert_lm.tasks.probe import ProbeConfig, load_encoder, run_probe
-    from albert_lm.train.health import representation_spread
+    from albert_lm.pretrain.health import representation_spread
+    from albert_lm.probe.run import ProbeConfig, load_encoder, run_probe
+    from albert_lm.probe.verdict import compare
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -45,7 +45,7 @@ def _deterministic_torch():
 def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory):
     """`--backend auto` remembers its choices (and keeps ONNX exports) in the cache directory: in tests, a
     fresh one of their own, never the user's ``~/.cache/albert``."""
-    from albert_lm.export.backend import CACHE_ENV
+    from albert_lm.infer.backend import CACHE_ENV
 
     before = os.environ.get(CACHE_ENV)
     os.environ[CACHE_ENV] = str(tmp_path_factory.mktemp("albert-cache"))

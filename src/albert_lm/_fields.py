@@ -1,8 +1,8 @@
 """Dataclass fields as configuration: their docstrings, their real types, and values checked against them.
 
 One mechanism for every typed configuration (the settings both training workflows share,
-`albert_lm.train.settings`, and the sections of `albert_lm.tasks.pretraining_config.PretrainConfig` and
-`albert_lm.tasks.base.FinetuneConfig`): a field's help is the string literal written under it (as litgpt and
+`albert_lm.train.settings`, and the sections of `albert_lm.pretrain.config.PretrainConfig` and
+`albert_lm.finetune.config.FinetuneConfig`): a field's help is the string literal written under it (as litgpt and
 jsonargparse read them), its type is the annotation (``int``, ``float | None``, ``dict[str, Any]``,
 ``bool``, ``Literal[...]``), and `coerce` turns a flag's text or a file's value into that type or raises an
 error that names the field. ``albert_lm.cli.options`` builds argparse flags from the same facts.

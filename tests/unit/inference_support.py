@@ -84,10 +84,10 @@ def _config() -> AlbertConfig:
 def make_model_dir(path: Path, kind: str = "classification", *, seed: int = 0, pairs: bool = False) -> Path:
     """A fine-tuned model directory: ``classification`` (labels neg/pos; sentence pairs with ``pairs``),
     ``regression``, ``multiple_choice`` or ``squad_v2`` (the verifier head, threshold fixed at 0)."""
+    from albert_lm.finetune.rundir import write_task_info
     from albert_lm.model import AlbertForMultipleChoice, AlbertForSequenceClassification, AlbertForSquadV2
     from albert_lm.tasks.classification import ClassificationTask
     from albert_lm.tasks.race import MultipleChoiceData, MultipleChoiceTask
-    from albert_lm.tasks.rundir import write_task_info
     from albert_lm.tasks.squad import SquadTask
 
     torch.manual_seed(seed)

@@ -1,4 +1,4 @@
-"""The allocator setting (albert_lm.train.allocator): freed memory reused, measured by page faults; the
+"""The allocator setting (albert_lm.runtime.allocator): freed memory reused, measured by page faults; the
 user's own choices and other C libraries left alone; a bad ALBERT_MALLOC refused."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from albert_lm.cli.main import main as cli
 from albert_lm.config import ConfigError
-from albert_lm.train import allocator
+from albert_lm.runtime import allocator
 
 GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 
@@ -27,7 +27,7 @@ GLIBC = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 # kept, the block comes from the heap, stays there when freed, and the second write reuses its pages.
 SECOND_WRITE = """
 import ctypes, json, resource, sys, torch
-from albert_lm.train.allocator import keep_freed_memory
+from albert_lm.runtime.allocator import keep_freed_memory
 
 class MallInfo2(ctypes.Structure):  # glibc >= 2.33, malloc.h
     _fields_ = [(n, ctypes.c_size_t) for n in

@@ -18,6 +18,7 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "albert_lm"
 LAYERS: list[list[str]] = [
     ["_io", "_fields"],
     ["config"],
+    ["runtime"],
     ["tokenizer"],
     ["model", "params"],
     ["optim"],
@@ -25,10 +26,23 @@ LAYERS: list[list[str]] = [
     ["convert"],
     ["train"],
     ["tasks"],
+    ["pretrain", "finetune", "probe"],
+    ["infer"],
     ["export", "serve"],
     ["cli", "__main__"],
 ]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+# (importer, imported) packages that may never meet even where the order would allow it, each with its reason
+# (docs/architecture.md renders this table). "*": any package of the library (and scripts/, benchmarks/).
+FORBIDDEN: list[tuple[str, str, str]] = [
+    ("train", "model", "the loop takes any module that returns a dict with `loss`"),
+    ("train", "data", "the loop takes any iterable of batches"),
+    ("train", "tokenizer", "the loop never sees text"),
+    ("train", "tasks", "the loop knows no task"),
+    ("data", "model", "pretraining data is made without a model"),
+    ("*", "cli", "the command is the top: scripts and benchmarks use the library"),
+]
 
 # (importing module, imported module): the sanctioned exceptions, each with its reason.
 ALLOWED_UPWARD = {
@@ -38,6 +52,8 @@ ALLOWED_UPWARD = {
 
 
 def _module_name(path: Path, root: Path = SRC) -> str:
+    if not path.is_relative_to(root.parent):  # a script or benchmark: a module of no package
+        return f"_outside.{path.stem}"
     rel = path.relative_to(root.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
@@ -133,10 +149,30 @@ def _layer(module: str) -> int | None:
     return RANK.get(parts[1])
 
 
-def upward_imports(root: Path = SRC) -> list[str]:
-    """``"src -> dst"`` for each import from a lower layer to a higher one (the sanctioned ones aside)."""
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def forbidden_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``"src -> dst (reason)"`` for each import that `FORBIDDEN` names."""
     bad = []
-    for src, targets in _graph(root=root).items():
+    for src, targets in graph.items():
+        for dst in targets:
+            for importer, imported, why in FORBIDDEN:
+                ps, pd = _package(src), _package(dst)
+                applies = ps != imported if importer == "*" else ps == importer
+                if pd == imported and applies and not (imported == "cli" and ps == "__main__"):
+                    bad.append(f"{src} -> {dst} ({why})")
+    return sorted(bad)
+
+
+def upward_imports(root: Path = SRC) -> list[str]:
+    """``"src -> dst"`` for each import from a lower layer to a higher one (the sanctioned ones aside), and
+    each forbidden pair (`FORBIDDEN`)."""
+    bad = []
+    graph = _graph(root=root)
+    for src, targets in graph.items():
         if src == "albert_lm":
             continue
         for dst in targets:
@@ -145,7 +181,21 @@ def upward_imports(root: Path = SRC) -> list[str]:
             ls, ld = _layer(src), _layer(dst)
             if ls is not None and ld is not None and ld > ls:
                 bad.append(f"{src} -> {dst}")
-    return sorted(bad)
+    edges = {b.split(" (")[0] for b in bad}
+    return sorted(bad + [f for f in forbidden_imports(graph) if f.split(" (")[0] not in edges])
+
+
+def script_imports(folders: list[Path]) -> list[str]:
+    """``"file -> module (reason)"`` for each library module a script or benchmark imports that
+    `FORBIDDEN` keeps from everyone (``cli``)."""
+    bad = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")):
+            for dst in _imports(path, root=SRC):
+                for importer, imported, why in FORBIDDEN:
+                    if importer == "*" and _package(dst) == imported:
+                        bad.append(f"{path.name} -> {dst} ({why})")
+    return bad
 
 
 def test_every_module_has_a_layer() -> None:
@@ -158,13 +208,66 @@ def test_imports_point_down() -> None:
     assert not bad, "imports from a lower layer to a higher one:\n" + "\n".join(bad)
 
 
+def test_scripts_and_benchmarks_use_the_library_not_the_command() -> None:
+    root = SRC.parents[1]
+    folders = [root / "scripts", root / "benchmarks", root / "tests"]
+    assert all(f.is_dir() for f in folders)
+    bad = script_imports(folders[:2])
+    assert not bad, "scripts or benchmarks importing the command:\n" + "\n".join(bad)
+
+
+def test_the_checker_sees_a_script_importing_the_command(tmp_path: Path) -> None:
+    (tmp_path / "bench_x.py").write_text("from albert_lm.cli.predict import run\n", encoding="utf-8")
+    (tmp_path / "ok.py").write_text("from albert_lm.infer.predictor import Predictor\n", encoding="utf-8")
+    assert script_imports([tmp_path]) == [
+        "bench_x.py -> albert_lm.cli.predict (the command is the top: scripts and benchmarks use the library)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("path", "source", "edge"),
+    [
+        ("train/x.py", "from albert_lm.model import AlbertModel\n", "albert_lm.train.x -> albert_lm.model"),
+        (
+            "train/x.py",
+            "def f():\n    import albert_lm.data.shards\n",
+            "albert_lm.train.x -> albert_lm.data.shards",
+        ),
+        (
+            "data/x.py",
+            "from albert_lm.model.heads import HEADS\n",
+            "albert_lm.data.x -> albert_lm.model.heads",
+        ),
+        (
+            "train/x.py",
+            "from albert_lm.tasks.glue import SPECS\n",
+            "albert_lm.train.x -> albert_lm.tasks.glue",
+        ),
+    ],
+)
+def test_the_checker_sees_a_forbidden_pair(tmp_path: Path, path: str, source: str, edge: str) -> None:
+    """`train -> model` is downward in the layer order, yet forbidden: the checker names it and why."""
+    root = _tree(
+        tmp_path,
+        {
+            path: source,
+            "model/heads.py": "",
+            "data/shards.py": "",
+            "tasks/glue.py": "",
+            "model/__init__.py": "",
+        },
+    )
+    bad = upward_imports(root)
+    assert [b.split(" (")[0] for b in bad] == [edge], bad
+
+
 def test_the_graph_is_the_real_package() -> None:
     """Not vacuous: every layer has modules, and edges known to exist are seen."""
     graph = _graph()
     assert {_layer(m) for m in graph} >= set(range(len(LAYERS)))
     assert sum(len(t) for t in graph.values()) > 2 * len(graph)
     assert "albert_lm.cli.main" in graph["albert_lm.__main__"]  # `from albert_lm.cli.main import main`
-    assert "albert_lm.model" in graph["albert_lm.tasks.pretraining"]
+    assert "albert_lm.model" in graph["albert_lm.pretrain.run"]
 
 
 def test_no_import_cycles() -> None:
@@ -219,9 +322,15 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 @pytest.mark.parametrize(
     ("source", "edge"),
     [
-        ("def f():\n    from albert_lm.cli.main import main\n", "albert_lm.model.x -> albert_lm.cli.main"),  # lazy
+        (
+            "def f():\n    from albert_lm.cli.main import main\n",
+            "albert_lm.model.x -> albert_lm.cli.main",
+        ),  # lazy
         ("from albert_lm import cli\n", "albert_lm.model.x -> albert_lm.cli"),  # was recorded as `albert`
-        ("from albert_lm import load_model\n", "albert_lm.model.x -> albert_lm.convert.hf"),  # a lazy re-export
+        (
+            "from albert_lm import load_model\n",
+            "albert_lm.model.x -> albert_lm.convert.hf",
+        ),  # a lazy re-export
         ("from ..cli import main\n", "albert_lm.model.x -> albert_lm.cli.main"),  # relative
         ("import albert_lm.tasks.glue as glue\n", "albert_lm.model.x -> albert_lm.tasks.glue"),
     ],

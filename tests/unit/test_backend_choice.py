@@ -1,4 +1,4 @@
-"""`--backend auto` (`albert_lm.export.backend`): the fastest agreeing backend with injected timings (no test
+"""`--backend auto` (`albert_lm.infer.backend`): the fastest agreeing backend with injected timings (no test
 here asserts a measured time), the refusal of one whose answers differ, the cache, and the real thing on a
 tiny fine-tuned model."""
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from inference_support import TEXTS, make_model_dir
 
-from albert_lm.export import backend as B
-from albert_lm.serve.predictor import Predictor
+from albert_lm.infer import backend as B
+from albert_lm.infer.predictor import Predictor
 from albert_lm.tasks.base import ModelDirError
 
 BATCH: dict[str, Any] = {"input_ids": np.zeros((1, 8), np.int64)}
@@ -169,7 +169,7 @@ def test_auto_on_a_real_model_picks_an_agreeing_backend_and_caches_it(
 ) -> None:
     model_dir = make_model_dir(tmp_path / "model")
     torch_rows = Predictor.load(model_dir, backend="torch", int8=int8).rows
-    caplog.set_level("INFO", logger="albert_lm.export.backend")
+    caplog.set_level("INFO", logger="albert_lm.infer.backend")
     auto = Predictor.load(model_dir, backend="auto", int8=int8, threads=1)
     assert auto.backend in ("torch", "onnx") and auto.describe()["backend"] == auto.backend
     line = next(r.message for r in caplog.records if r.message.startswith("backend: "))

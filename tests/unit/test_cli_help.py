@@ -11,7 +11,7 @@ from cli_parsers import all_parsers
 
 PARSERS = all_parsers()
 
-# developer references: a module path (albert_lm.train.precision), a CamelCase class name in backticks
+# developer references: a module path (albert_lm.runtime.precision), a CamelCase class name in backticks
 # (`SquadTask`), a docstring section. `python -m albert_lm.cli.main` in a command line is for users.
 DEVELOPER = re.compile(
     r"(?<!-m )\balbert_lm\.[a-z_]+\.[\w.]+|`[A-Za-z_.]*[a-z][A-Z]\w*`|`[A-Z][a-z]+[A-Z]\w*`|\b(?:Args|Raises|Returns):"
@@ -28,7 +28,7 @@ def _texts(p) -> list[tuple[str, str]]:
 
 def test_the_developer_pattern_catches_what_it_is_for() -> None:
     caught = [
-        "auto: bf16 else fp32 (albert_lm.train.precision).",
+        "auto: bf16 else fp32 (albert_lm.runtime.precision).",
         "AlbertConfig preset (albert_lm.config.PRESETS)",
         "the presets, `SquadTask`, and its command-line",
         "one task class (`albert_lm.tasks.classification.ClassificationTask`).",

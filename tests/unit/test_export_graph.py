@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from albert_lm.config import AlbertConfig
-from albert_lm.export.graph import (
+from albert_lm.infer.graph import (
     HEAD_OUTPUTS,
     InferenceGraph,
     example_inputs,

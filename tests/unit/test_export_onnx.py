@@ -13,9 +13,9 @@ from inference_support import VOCAB, make_model_dir, write_polarity_like
 
 from albert_lm.cli.main import main
 from albert_lm.config import AlbertConfig
-from albert_lm.export import onnx as X
-from albert_lm.export.graph import example_inputs
-from albert_lm.export.quantize import (
+from albert_lm.infer import onnx as X
+from albert_lm.infer.graph import example_inputs
+from albert_lm.infer.quantize import (
     MatmulCoverage,
     int8_linear_count,
     quantize_onnx_int8,
@@ -150,9 +150,9 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_cli_export_with_int8_and_a_metric(
     model_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from albert_lm.export.labelled import read_labelled, task_metrics
-    from albert_lm.tasks.base import model_predict_fn
-    from albert_lm.tasks.rundir import load_finetuned
+    from albert_lm.finetune.rundir import load_finetuned
+    from albert_lm.infer.labelled import read_labelled, task_metrics
+    from albert_lm.tasks.evaluate import model_predict_fn
 
     dev = write_polarity_like(tmp_path / "polarity.csv")
     out = tmp_path / "onnx"

@@ -9,7 +9,7 @@ import pytest
 
 from albert_lm._fields import field_docs
 from albert_lm.cli.finetune import add_config_flags, resolve_config
-from albert_lm.tasks.base import FLAT_NAMES, SECTIONS, FinetuneConfig
+from albert_lm.finetune.config import FLAT_NAMES, SECTIONS, FinetuneConfig
 
 PRESET = FinetuneConfig(learning_rate=3e-5, train_steps=800, warmup_steps=200, max_seq_length=512)
 
@@ -81,6 +81,9 @@ def test_every_preset_fine_tunes_with_the_originals_optimizer() -> None:
     from albert_lm.tasks.race import RACE_PRESET
     from albert_lm.tasks.squad import PRESETS as SQUAD_PRESETS
 
-    presets = [s.preset for s in SPECS.values()] + [RACE_PRESET, CUSTOM_PRESET, *SQUAD_PRESETS.values()]
+    presets = [
+        FinetuneConfig(**p)
+        for p in [s.preset for s in SPECS.values()] + [RACE_PRESET, CUSTOM_PRESET, *SQUAD_PRESETS.values()]
+    ]
     assert {p.optimizer for p in presets} == {"adamw_original"}
     assert (FinetuneConfig().weight_decay, FinetuneConfig().adam_epsilon) == (0.01, 1e-6)  # optimization.py

@@ -11,7 +11,7 @@ from torch import nn
 
 from albert_lm.config import AlbertConfig
 from albert_lm.model import AlbertForPreTraining
-from albert_lm.model import fp32_linear as fl
+from albert_lm.runtime import fp32_linear as fl
 
 pytestmark = pytest.mark.skipif(not fl.onednn_available(), reason="this torch has no oneDNN")
 
@@ -102,7 +102,7 @@ def test_auto_measures_once_and_logs_once(
         return {"torch": [1.0, 1.0, 1.0], "onednn": [0.5, 0.5, 0.5]}
 
     monkeypatch.setattr(fl, "measure_fp32_linear", fake_measure)
-    with caplog.at_level(logging.INFO, logger="albert_lm.model.fp32_linear"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.fp32_linear"):
         assert fl.choose_fp32_linear() == "onednn"
         assert fl.choose_fp32_linear("auto") == "onednn"
     assert len(measured) == 1
@@ -122,7 +122,7 @@ def test_model_predict_fn_runs_fp32_on_the_chosen_backend(
     monkeypatch: pytest.MonkeyPatch, onednn_calls: list[tuple[int, ...]]
 ) -> None:
     from albert_lm.model import AlbertForSequenceClassification
-    from albert_lm.tasks.base import model_predict_fn
+    from albert_lm.tasks.evaluate import model_predict_fn
 
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(AlbertConfig.from_preset("albert-tiny"), num_labels=3)
@@ -144,7 +144,7 @@ def test_model_predict_fn_runs_fp32_on_the_chosen_backend(
 
 
 def test_settings_name_every_backend_and_a_bad_one_is_refused_at_the_boundary() -> None:
-    from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
+    from albert_lm.pretrain.config import ConfigError, apply_dict, recipe
     from albert_lm.train.config import FP32_LINEARS, TrainerConfig
 
     assert ("auto", *fl.FP32_LINEAR_BACKENDS) == FP32_LINEARS

@@ -217,7 +217,7 @@ CONFIG_CELLS = ["model:", "optim:", "  lr: 1e-3", "  lr: inf", "  batch_size: x"
 @FUZZ
 @given(js=_shapes(_json_bytes(CONFIG_KEYS)), yaml=_shapes(_rows_bytes("", CONFIG_CELLS)))
 def test_pretrain_config_files(work: Path, js: bytes, yaml: bytes) -> None:
-    from albert_lm.tasks.pretraining_config import PretrainConfig, apply_dict
+    from albert_lm.pretrain.config import PretrainConfig, apply_dict
     from albert_lm.train.settings import load_config_file
 
     for path in (_write(work, "cfg.json", js), _write(work, "cfg.yaml", yaml)):
@@ -243,7 +243,7 @@ REPORT_KEYS = ["checkpoints", "best", "last", "dir", "step"]
 )
 def test_model_and_run_directory_json(work: Path, config: bytes, task: bytes, report: bytes) -> None:
     from albert_lm.config import AlbertConfig
-    from albert_lm.tasks.rundir import read_task_info, resolve_model_dir, task_from_info
+    from albert_lm.finetune.rundir import read_task_info, resolve_model_dir, task_from_info
 
     model_dir, run_dir = work / "model", work / "run"
     model_dir.mkdir(exist_ok=True)
@@ -258,9 +258,9 @@ def test_model_and_run_directory_json(work: Path, config: bytes, task: bytes, re
 
 # ------------------------------------------------------------------------ what the fuzzing found, pinned
 def test_a_file_that_is_not_utf8_is_named_with_its_line_and_byte(tmp_path: Path) -> None:
+    from albert_lm.finetune.rundir import ModelDirError, read_task_info
     from albert_lm.tasks.base import TaskDataError
     from albert_lm.tasks.custom import CustomData, CustomTask
-    from albert_lm.tasks.rundir import ModelDirError, read_task_info
 
     latin1 = "text,label\nfine,pos\ncaf\u00e9,neg\n".encode("latin-1")
     f = _write(tmp_path, "data.csv", latin1)

@@ -11,8 +11,10 @@ import torch
 from sklearn import metrics as skm
 from standin_tokenizer import WordTokenizer
 
+from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.tasks import glue
-from albert_lm.tasks.base import TaskDataError, evaluate
+from albert_lm.tasks.base import TaskDataError
+from albert_lm.tasks.evaluate import evaluate
 from albert_lm.tasks.inputs import encode_text_pair, truncate_longest_first
 from conftest import FIXTURES
 
@@ -324,7 +326,7 @@ def test_presets_are_the_originals() -> None:
         "mrpc": (200, 2e-5, 800, 32),
     }
     for task, (warmup, lr, steps, batch) in expect.items():
-        p = glue.SPECS[task].preset
+        p = FinetuneConfig(**glue.SPECS[task].preset)
         assert (p.warmup_steps, p.learning_rate, p.train_steps, p.batch_size) == (warmup, lr, steps, batch)
         assert p.max_seq_length == 512 and p.classifier_dropout == 0.1
 

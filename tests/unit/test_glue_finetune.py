@@ -12,9 +12,9 @@ import pytest
 
 from albert_lm.cli.main import main
 from albert_lm.config import AlbertConfig
+from albert_lm.finetune.rundir import resolve_model_dir
 from albert_lm.tasks.base import ModelDirError
 from albert_lm.tasks.inputs import load_model_tokenizer
-from albert_lm.tasks.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from albert_lm.config import AlbertConfig
+from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.model import (
     AlbertForMultipleChoice,
     AlbertForPreTraining,
@@ -19,8 +20,7 @@ from albert_lm.model import (
     AlbertForSquadV2,
 )
 from albert_lm.optim import build_training, head_prefixes
-from albert_lm.tasks.base import FinetuneConfig
-from albert_lm.tasks.pretraining_init import HEAD_PARTS
+from albert_lm.pretrain.init import HEAD_PARTS
 from albert_lm.train.settings import OptimSettings, ScheduleSettings
 
 TINY = AlbertConfig(

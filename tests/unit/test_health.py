@@ -1,4 +1,4 @@
-"""The run's health watch (albert_lm.train.health): the plateau, collapse and loss spikes, each logged once
+"""The run's health watch (albert_lm.pretrain.health): the plateau, collapse and loss spikes, each logged once
 with advice and written to health.json; and a real pretraining run that writes its spread."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import torch
 
 from albert_lm.config import AlbertConfig
 from albert_lm.model import AlbertForPreTraining
-from albert_lm.train.health import HEALTH_FILE, HealthMonitor, representation_spread
+from albert_lm.pretrain.health import HEALTH_FILE, HealthMonitor, representation_spread
 
 
 def _batch(n: int = 8, t: int = 12, vocab: int = 50) -> dict[str, torch.Tensor]:
@@ -50,7 +50,7 @@ def test_collapse_is_reported_once_and_written(tmp_path: Path, caplog: pytest.Lo
     assert mon.events == []
     with torch.no_grad():
         model.albert.embeddings.word.weight.zero_()
-    with caplog.at_level(logging.WARNING, logger="albert_lm.train.health"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.pretrain.health"):
         mon.on_eval(20, {}, model)
         mon.on_eval(30, {}, model)
     assert [e["kind"] for e in mon.events] == ["collapse"] and mon.events[0]["step"] == 20
@@ -97,8 +97,8 @@ def test_the_pretraining_run_logs_the_spread(tmp_path: Path) -> None:
     from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
     from albert_lm.data import PrepareConfig, prepare
-    from albert_lm.tasks.pretraining import pretrain
-    from albert_lm.tasks.pretraining_config import recipe
+    from albert_lm.pretrain.config import recipe
+    from albert_lm.pretrain.run import pretrain
 
     tok = make_tokenizer(train_spm(tmp_path / "spiece.model", vocab_size=400))
     data = tmp_path / "data"

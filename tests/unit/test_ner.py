@@ -234,8 +234,8 @@ def test_export_onnx_and_serve(ner_run: dict[str, Path], capsys: pytest.CaptureF
     pytest.importorskip("onnxruntime")
     testclient = pytest.importorskip("fastapi.testclient")
     from albert_lm.cli.main import main
+    from albert_lm.infer.predictor import Predictor
     from albert_lm.serve.app import create_app
-    from albert_lm.serve.predictor import Predictor
 
     run, onnx_dir = ner_run["run"], ner_run["root"] / "onnx"
     argv = ["export", "onnx", str(run), "--output", str(onnx_dir), "--checkpoint", "last"]

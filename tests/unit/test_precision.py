@@ -8,9 +8,9 @@ import logging
 import pytest
 import torch
 
-from albert_lm.tasks.pretraining_config import RECIPES, PretrainConfig, recipe
+from albert_lm.pretrain.config import RECIPES, PretrainConfig, recipe
+from albert_lm.runtime import precision as prec
 from albert_lm.train import Trainer, TrainerConfig
-from albert_lm.train import precision as prec
 
 NO_BF16 = {"cpu_name": "AMD EPYC", "architecture": "x86_64", "avx2": True, "avx512_bf16": False}
 
@@ -28,7 +28,7 @@ def cpu(monkeypatch, caps: dict, cpuinfo_flags: set[str] = frozenset()) -> None:
 
 def test_auto_is_fp32_on_a_cpu_without_native_bf16_and_says_why(monkeypatch, caplog):
     cpu(monkeypatch, NO_BF16)
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert prec.resolve_precision("auto", "cpu") == "fp32"
         assert prec.resolve_precision("auto", torch.device("cpu")) == "fp32"
     lines = [r.getMessage() for r in caplog.records]
@@ -48,7 +48,7 @@ def test_auto_is_fp32_on_a_cpu_without_native_bf16_and_says_why(monkeypatch, cap
 )
 def test_auto_is_bf16_on_a_cpu_with_avx512_bf16_or_amx(monkeypatch, caplog, caps, flags, named):
     cpu(monkeypatch, caps, flags)
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert prec.resolve_precision("auto", "cpu") == "bf16"
     assert f"auto -> bf16 on cpu: the CPU has {named}" in caplog.text
 
@@ -75,7 +75,7 @@ def test_cpuinfo_flags_are_read_from_the_flags_line(tmp_path):
 
 def test_explicit_bf16_on_an_emulating_cpu_warns_with_the_slowdown(monkeypatch, caplog):
     cpu(monkeypatch, NO_BF16)
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert prec.resolve_precision("bf16", "cpu") == "bf16"  # kept: the user asked for it
         prec.resolve_precision("bf16", "cpu")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -85,7 +85,7 @@ def test_explicit_bf16_on_an_emulating_cpu_warns_with_the_slowdown(monkeypatch, 
 
 def test_explicit_bf16_on_a_native_cpu_and_fp32_anywhere_say_nothing(monkeypatch, caplog):
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert prec.resolve_precision("bf16", "cpu") == "bf16"
         assert prec.resolve_precision("fp32", "cpu") == "fp32"
         assert prec.resolve_precision("fp16", "cpu") == "fp16"
@@ -103,7 +103,7 @@ def test_auto_on_cuda_follows_native_bf16_support(monkeypatch, caplog, capabilit
         return native
 
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", is_bf16_supported)
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert prec.resolve_precision("auto", "cuda:0") == want
     assert seen == {"including_emulation": False}  # emulated bf16 does not count
     assert f"compute capability {capability[0]}.{capability[1]}" in caplog.text
@@ -132,7 +132,7 @@ def test_the_trainer_runs_what_auto_resolves_to(monkeypatch):
 
 
 def test_auto_is_the_default_of_every_recipe_and_of_fine_tuning():
-    from albert_lm.tasks.base import FinetuneConfig
+    from albert_lm.finetune.config import FinetuneConfig
 
     assert PretrainConfig().run.precision == "auto"
     for name in RECIPES:
@@ -160,7 +160,7 @@ def test_attention_runs_as_gemms_only_on_a_cpu_without_amx(monkeypatch, caplog):
     from albert_lm.train.parallelize import cpu_attention_rule
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})
-    with caplog.at_level(logging.INFO, logger="albert_lm.train.precision"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.runtime.precision"):
         assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
         assert cpu_attention_rule(torch.device("cpu"), torch.bfloat16) == "gemms"
     assert [r.getMessage() for r in caplog.records].count(caplog.records[0].getMessage()) == 1  # once
@@ -183,21 +183,23 @@ def _qkv_and_mask(t: int = 16, heads: int = 4, head_dim: int = 64):
 def test_fp32_attention_under_autocast_is_sdpa_of_the_upcast_inputs():
     import torch.nn.functional as F
 
-    from albert_lm.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention
+    from albert_lm.runtime.attention import cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     exact = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask).bfloat16()
     with torch.autocast("cpu", dtype=torch.bfloat16):
         with cpu_attention("fp32"):
             inside = attention(q, k, v, mask, 0.0)
-        outside = attention(q, k, v, mask, 0.0)
+        with cpu_attention(None):  # torch's SDPA as it is
+            outside = attention(q, k, v, mask, 0.0)
     assert inside.dtype == torch.bfloat16 and torch.equal(inside, exact)
     assert torch.equal(outside, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
     with pytest.raises(RuntimeError), cpu_attention("fp32"):  # the switch is restored on the way out
         raise RuntimeError
-    from albert_lm.model import encoder
+    from albert_lm.runtime.attention import cpu_attention_mode
 
-    assert encoder._CPU_ATTENTION == [None]
+    assert cpu_attention_mode() == "auto"
     with pytest.raises(ValueError, match="'flash' is not one of"), cpu_attention("flash"):
         pass
 
@@ -208,7 +210,8 @@ def test_gemm_attention_is_the_bf16_computation_of_attention():
     mask as with a boolean one, and gradients close to exact attention's."""
     import torch.nn.functional as F
 
-    from albert_lm.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention
+    from albert_lm.runtime.attention import cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     scores = (q.float() @ k.float().transpose(-1, -2)).bfloat16().float() / 8
@@ -231,7 +234,8 @@ def test_gemm_attention_is_the_bf16_computation_of_attention():
 
 
 def test_gemm_attention_drops_probabilities_in_training():
-    from albert_lm.model.encoder import attention, cpu_attention
+    from albert_lm.model.encoder import attention
+    from albert_lm.runtime.attention import cpu_attention
 
     q, k, v, mask = _qkv_and_mask()
     torch.manual_seed(0)
@@ -267,15 +271,17 @@ def test_trainer_step_under_cpu_bf16_autocast_matches_fp32(mode):
 @pytest.mark.usefixtures("_fresh_attention_choice")
 @pytest.mark.parametrize("amx", [False, True])
 def test_the_trainers_autocast_enters_gemm_attention_where_the_rule_says(monkeypatch, amx):
-    from albert_lm.model import encoder
+    from albert_lm.runtime.attention import cpu_attention_mode
     from albert_lm.train.parallelize import autocast
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": amx})
     with autocast(torch.device("cpu"), torch.bfloat16):  # what Trainer._autocast runs under bf16
-        assert encoder._CPU_ATTENTION[0] == (None if amx else "gemms")
+        assert cpu_attention_mode(resolve=True) == (None if amx else "gemms")
     with autocast(torch.device("cpu"), None):  # fp32: nothing to change
-        assert encoder._CPU_ATTENTION[0] is None
-    assert encoder._CPU_ATTENTION[0] is None
+        assert cpu_attention_mode() == "auto"
+    assert cpu_attention_mode() == "auto"
+    # outside the trainer the runtime's default is the same choice (a user's own loop under autocast)
+    assert cpu_attention_mode(resolve=True) == (None if amx else "gemms")
 
 
 @pytest.mark.usefixtures("_fresh_attention_choice")
@@ -284,7 +290,7 @@ def test_the_cpu_attention_setting_decides_the_trainers_attention(monkeypatch):
     from torch import nn
 
     from albert_lm.config import ConfigError
-    from albert_lm.model import encoder
+    from albert_lm.runtime.attention import cpu_attention_mode
     from albert_lm.train.trainer import Trainer, TrainerConfig
 
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True})  # no AMX: auto is gemms
@@ -301,11 +307,31 @@ def test_the_cpu_attention_setting_decides_the_trainers_attention(monkeypatch):
     assert trainer(precision="fp32", cpu_attention="gemms").cpu_attention is None
     fp32_attention = trainer(precision="bf16", cpu_attention="fp32")
     with fp32_attention._autocast():
-        assert encoder._CPU_ATTENTION[0] == "fp32"
-    assert encoder._CPU_ATTENTION[0] is None
+        assert cpu_attention_mode() == "fp32"
+    assert cpu_attention_mode() == "auto"
     prec.cpu_attention_by_gemms_pays.cache_clear()
     cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": True})
     assert trainer(precision="bf16").cpu_attention is None  # AMX: torch's SDPA
     assert trainer(precision="bf16", cpu_attention="gemms").cpu_attention == "gemms"
     with pytest.raises(ConfigError, match="cpu_attention: must be one of auto, gemms, fp32, sdpa"):
         TrainerConfig(max_steps=1, cpu_attention="flash")
+
+
+@pytest.mark.usefixtures("_fresh_attention_choice")
+@pytest.mark.parametrize("amx", [False, True])
+def test_a_users_own_autocast_loop_gets_the_runtimes_attention(monkeypatch, amx):
+    """No trainer, no switch: a bare model step under ``torch.autocast`` runs attention as the runtime
+    chooses for this CPU (bf16 GEMMs without AMX), the same computation as inside ``cpu_attention("gemms")``."""
+    from albert_lm.model.encoder import attention
+    from albert_lm.runtime.attention import cpu_attention
+
+    cpu(monkeypatch, {**NO_BF16, "avx512_bf16": True, "amx_bf16": amx})
+    q, k, v, mask = _qkv_and_mask()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        default = attention(q, k, v, mask, 0.0)
+        with cpu_attention("gemms"):
+            gemms = attention(q, k, v, mask, 0.0)
+        with cpu_attention(None):
+            sdpa = attention(q, k, v, mask, 0.0)
+    assert torch.equal(default, sdpa if amx else gemms)
+    assert not torch.equal(gemms, sdpa)  # the two ways differ in the last bits: the check can fail

@@ -1,4 +1,4 @@
-"""`albert_lm.tasks.base.predict`'s batches: length-sorted, at most ``batch_size``, answers in input order; with
+"""`albert_lm.tasks.evaluate.predict`'s batches: length-sorted, at most ``batch_size``, answers in input order; with
 ``call_cost_tokens`` cut where padded tokens plus a cost per call are least (`cheapest_batches`)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from albert_lm.tasks.base import predict
 from albert_lm.tasks.collate import Batch, cheapest_batches
+from albert_lm.tasks.evaluate import predict
 
 
 class PadTask:
@@ -83,7 +83,7 @@ def test_a_high_call_cost_keeps_small_batches_whole_and_zero_leaves_no_padding()
 
 
 def test_batches_never_mix_group_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    import albert_lm.tasks.base as base
+    import albert_lm.tasks.evaluate as base
 
     monkeypatch.setattr(base, "group_key", lambda f: f["input_ids"][0] % 2)  # odd / even features apart
     shapes, firsts = _run([10, 11, 12, 13, 14, 15], batch_size=32, call_cost_tokens=1000)

@@ -65,10 +65,10 @@ def encode_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
 @pytest.fixture
 def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The number of inputs of every model call."""
-    import albert_lm.serve.predictor
+    import albert_lm.infer.predictor
 
     sizes: list[int] = []
-    make = albert_lm.serve.predictor.torch_predict_fn
+    make = albert_lm.infer.predictor.torch_predict_fn
 
     def counted_fn(*args: Any, **kwargs: Any) -> Any:
         inner = make(*args, **kwargs)
@@ -79,7 +79,7 @@ def model_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
         return predict_fn
 
-    monkeypatch.setattr(albert_lm.serve.predictor, "torch_predict_fn", counted_fn)
+    monkeypatch.setattr(albert_lm.infer.predictor, "torch_predict_fn", counted_fn)
     return sizes
 
 

@@ -15,7 +15,7 @@ from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
 from albert_lm.config import AlbertConfig
 from albert_lm.model import AlbertForPreTraining, AlbertModel
-from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
+from albert_lm.pretrain.config import ConfigError, apply_dict, recipe
 
 TINY_BERT = {"vocab_size": 300, "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
              "intermediate_size": 64, "max_position_embeddings": 64, "model_type": "bert"}  # fmt: skip
@@ -75,13 +75,13 @@ def config_for(world, init: Path, data: Path | None = None, **sections):
 
 
 def build(cfg):
-    from albert_lm.tasks.pretraining import _build_model
+    from albert_lm.pretrain.run import _build_model
 
     return _build_model(cfg, cfg.data.data_dir, rank=0)
 
 
 def test_init_from_a_pretraining_dir_reuses_every_head(world, caplog):
-    with caplog.at_level(logging.INFO, logger="albert_lm.tasks.pretraining_init"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.pretrain.init"):
         model, seq = build(config_for(world, world["root"] / "bert_full"))
     saved = AlbertForPreTraining.from_pretrained(world["root"] / "bert_full")
     for (name, a), (_, b) in zip(model.named_parameters(), saved.named_parameters()):
@@ -92,7 +92,7 @@ def test_init_from_a_pretraining_dir_reuses_every_head(world, caplog):
 
 
 def test_init_from_a_bare_encoder_initializes_the_heads_and_says_so(world, caplog):
-    with caplog.at_level(logging.INFO, logger="albert_lm.tasks.pretraining_init"):
+    with caplog.at_level(logging.INFO, logger="albert_lm.pretrain.init"):
         model, _ = build(config_for(world, world["root"] / "bert_bare"))
     bare = AlbertModel.from_pretrained(world["root"] / "bert_bare")
     ours = model.albert.state_dict()
@@ -102,7 +102,7 @@ def test_init_from_a_bare_encoder_initializes_the_heads_and_says_so(world, caplo
 
 
 def test_head_lr_scale_trains_the_fresh_heads_faster_than_the_loaded_encoder(world):
-    from albert_lm.tasks.pretraining import _optimizer
+    from albert_lm.pretrain.run import _optimizer
 
     cfg = config_for(
         world, world["root"] / "bert_bare", optim={"name": "adamw", "lr": 1e-4, "head_lr_scale": 10}
@@ -136,7 +136,7 @@ def test_the_same_size_with_another_fingerprint_is_an_error(world):
 
 
 def test_without_tokenizer_files_the_size_is_checked_and_the_gap_logged(world, caplog):
-    with caplog.at_level(logging.WARNING, logger="albert_lm.tasks.pretraining_init"):
+    with caplog.at_level(logging.WARNING, logger="albert_lm.pretrain.init"):
         build(config_for(world, world["root"] / "bert_no_tokenizer"))
     assert "no tokenizer files" in caplog.text
     with pytest.raises(ConfigError, match="300 embedding rows and no tokenizer files"):
@@ -203,7 +203,7 @@ def test_minilm_on_data_of_another_vocabulary_is_refused(world, minilm_dir):
 @pytest.mark.slow
 def test_continued_pretraining_from_minilm(minilm_dir, tmp_path):
     from albert_lm.data import PrepareConfig, prepare
-    from albert_lm.tasks.pretraining import pretrain
+    from albert_lm.pretrain.run import pretrain
     from albert_lm.tokenizer import load_tokenizer
 
     text = tmp_path / "wiki.txt"

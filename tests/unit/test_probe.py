@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert_lm.cli.probe import compare
-from albert_lm.tasks.probe import (
+from albert_lm.probe.run import (
     ProbeConfig,
     ProbeError,
     _standardize,
@@ -22,6 +21,7 @@ from albert_lm.tasks.probe import (
     probe_crossfit,
     probe_features,
 )
+from albert_lm.probe.verdict import compare
 
 POSITIVE = ["good", "great"]
 NEGATIVE = ["bad", "awful"]
@@ -145,7 +145,7 @@ def test_crossfit_scores_every_row_by_a_probe_that_never_saw_it() -> None:
     noise = probe_crossfit(x[:, 1:], rng.permutation(y), ["a", "b"], ProbeConfig(), outer_folds=5)
     assert 0.4 < noise.dev_accuracy < 0.6, noise
     # a row's 0/1 is that of the fold's own probe: refit one fold by hand and compare
-    from albert_lm.tasks.probe import _folds, _standardize, choose_c
+    from albert_lm.probe.run import _folds, _standardize, choose_c
 
     fold = _folds(y, 5, ProbeConfig().seed + 7919)[2]
     held = np.zeros(300, dtype=bool)
@@ -292,7 +292,7 @@ def test_cli_bad_files_name_the_file(
 def test_choose_c_by_held_out_cross_entropy() -> None:
     """C is the grid value with the lowest mean held-out cross-entropy over the folds, recomputed here fold by
     fold with the same fitting function."""
-    from albert_lm.tasks.probe import (
+    from albert_lm.probe.run import (
         ProbeConfig,
         _cross_entropy,
         _folds,

@@ -10,7 +10,8 @@ import pytest
 import torch
 from standin_tokenizer import WordTokenizer
 
-from albert_lm.tasks.base import TaskDataError, evaluate
+from albert_lm.tasks.base import TaskDataError
+from albert_lm.tasks.evaluate import evaluate
 from albert_lm.tasks.race import (
     MultipleChoiceData,
     MultipleChoiceTask,

@@ -11,7 +11,7 @@ import pytest
 from standin_tokenizer import make_tiny_model_dir
 
 from albert_lm.cli.main import main
-from albert_lm.tasks.rundir import resolve_model_dir
+from albert_lm.finetune.rundir import resolve_model_dir
 from conftest import FIXTURES
 
 RACE_DIR = FIXTURES / "race"

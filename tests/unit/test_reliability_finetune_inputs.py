@@ -5,7 +5,7 @@ during a safetensors write give one line and exit 1, never a wrong model with ex
   lists; a tokenizer swapped for another of the same size is refused by predict, evaluate, serve and
   finetune --resume (its fingerprint is recorded in task.json);
 * item 4: `finetune --resume` with other labels, learning rate, batch size or training file is refused
-  naming each field (`albert_lm.tasks.resume`);
+  naming each field (`albert_lm.finetune.resume`);
 * item 5: an empty dev file is refused before training, `evaluate` on one too; hyperparameter flags are
   checked before the training file is read;
 * item 6: safetensors' own error for a full disk becomes the one-line ``No space left on device``.
@@ -164,8 +164,8 @@ def test_a_label_list_in_an_error_is_capped(tmp_path: Path) -> None:
 def test_a_swapped_tokenizer_is_refused_by_predict_evaluate_and_serve(
     run_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from albert_lm.serve.predictor import Predictor
-    from albert_lm.tasks.rundir import resolve_model_dir
+    from albert_lm.finetune.rundir import resolve_model_dir
+    from albert_lm.infer.predictor import Predictor
 
     best = resolve_model_dir(run_dir)  # report.json's paths are relative to the run
     model = tmp_path / "model"

@@ -19,7 +19,7 @@ import pytest
 from standin_tokenizer import make_tiny_model_dir
 
 from albert_lm.cli.main import main
-from albert_lm.tasks.rundir import REPORT_FILE, resolve_model_dir
+from albert_lm.finetune.rundir import REPORT_FILE, resolve_model_dir
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -49,8 +49,8 @@ def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
 
 def _tuned(init: Path, out: Path) -> Path:
     """A fine-tuned SST-2 model directory as `albert finetune` writes one (random head, task.json)."""
+    from albert_lm.finetune.rundir import write_task_info
     from albert_lm.tasks.classification import ClassificationTask
-    from albert_lm.tasks.rundir import write_task_info
 
     shutil.copytree(init, out)
     task = ClassificationTask("sst2", lambda split: [], ["0", "1"], ["accuracy"])

@@ -25,10 +25,11 @@ from standin_tokenizer import make_tiny_model_dir
 
 from albert_lm.cli.main import main
 from albert_lm.config import AlbertConfig, ConfigError
-from albert_lm.tasks.base import FinetuneConfig, FinetuneConfigError, TaskDataError, UnknownNameError
+from albert_lm.finetune.config import FinetuneConfig, FinetuneConfigError
+from albert_lm.finetune.rundir import RunDirError, check_output_dir, replacing, write_task_info
+from albert_lm.tasks.base import TaskDataError, UnknownNameError
 from albert_lm.tasks.classification import ClassificationTask
 from albert_lm.tasks.custom import CustomData, CustomTask
-from albert_lm.tasks.rundir import RunDirError, check_output_dir, replacing, write_task_info
 from conftest import FIXTURES
 
 GLUE_DIR = FIXTURES / "glue"
@@ -226,7 +227,7 @@ def test_a_failed_overwrite_puts_the_old_run_back(
         assert (run / "checkpoints").is_dir() and not (run / "old-marker").exists()  # the new run, alone
         raise OSError("No space left on device")
 
-    monkeypatch.setattr("albert_lm.tasks.finetune._conclude", fail_after_training)
+    monkeypatch.setattr("albert_lm.finetune.run._conclude", fail_after_training)
     assert main(_sst2_argv(init_dir, run, "--overwrite")) == 1
     assert _err_lines(capsys) == ["albert finetune: error: No space left on device"]
     assert [p.name for p in run.iterdir()] == ["old-marker"]

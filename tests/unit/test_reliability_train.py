@@ -15,7 +15,7 @@ import torch
 
 from albert_lm.optim import Lamb, build_optimizer, build_scheduler
 from albert_lm.optim.schedules import WarmupPolyDecay
-from albert_lm.tasks.pretraining_config import ConfigError, PretrainConfig
+from albert_lm.pretrain.config import ConfigError, PretrainConfig
 from albert_lm.train import OptimSettings, Trainer, TrainerConfig, TrainingDiverged
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.state_files import StateFileError, load_state, save_state
@@ -253,8 +253,8 @@ def tiny_data(tmp_path_factory) -> Path:
 
 def test_resume_from_another_working_directory(tiny_data, tmp_path, monkeypatch):
     from albert_lm.cli.main import main
-    from albert_lm.tasks.pretraining import pretrain
-    from albert_lm.tasks.pretraining_config import apply_dict, recipe
+    from albert_lm.pretrain.config import apply_dict, recipe
+    from albert_lm.pretrain.run import pretrain
 
     first, other = tmp_path / "first", tmp_path / "somewhere" / "else"  # a relative path differs between them
     first.mkdir()

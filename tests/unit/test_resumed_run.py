@@ -8,7 +8,7 @@ import logging
 import pytest
 import torch
 
-from albert_lm.model.fp32_linear import onednn_available
+from albert_lm.runtime.fp32_linear import onednn_available
 from albert_lm.train.config import TrainerConfig
 from albert_lm.train.parallelize import resumed_run
 

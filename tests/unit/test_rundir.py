@@ -11,11 +11,12 @@ import pytest
 import torch
 from standin_tokenizer import WordTokenizer
 
-from albert_lm.tasks.base import Example, FinetuneConfig, ModelDirError
+from albert_lm.finetune.config import FinetuneConfig
+from albert_lm.finetune.run import _DevEvaluation, _write_dev_predictions
+from albert_lm.finetune.rundir import task_from_info, trained_max_seq_length
+from albert_lm.tasks.base import Example, ModelDirError
 from albert_lm.tasks.classification import ClassificationTask
-from albert_lm.tasks.finetune import _DevEvaluation, _write_dev_predictions
 from albert_lm.tasks.race import MultipleChoiceData, MultipleChoiceTask
-from albert_lm.tasks.rundir import task_from_info, trained_max_seq_length
 from albert_lm.tasks.squad import SquadTask
 
 EXAMPLES = [Example("a", ("good film",), "pos"), Example("b", ("bad film",), "neg")]

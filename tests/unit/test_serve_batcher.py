@@ -75,7 +75,7 @@ def test_the_batch_function_runs_in_the_thread_that_loaded_the_model() -> None:
 def test_albert_serve_loads_and_runs_the_model_in_one_thread(monkeypatch, tmp_path) -> None:
     import albert_lm.serve.app as app
     from albert_lm.cli.main import main
-    from albert_lm.serve.predictor import Predictor
+    from albert_lm.infer.predictor import Predictor
 
     seen: dict[str, int] = {}
 

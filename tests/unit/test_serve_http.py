@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from inference_support import make_model_dir
 
-from albert_lm.serve.predictor import Predictor
+from albert_lm.infer.predictor import Predictor
 
 httpx = pytest.importorskip("httpx")
 pytest.importorskip("fastapi")

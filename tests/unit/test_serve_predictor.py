@@ -10,11 +10,11 @@ import pytest
 from inference_support import TEXTS, make_model_dir
 
 from albert_lm.export.pipeline import export_model_dir
-from albert_lm.export.runtime import featurize
-from albert_lm.serve.predictor import Predictor
+from albert_lm.finetune.rundir import load_finetuned
+from albert_lm.infer.predictor import Predictor
+from albert_lm.infer.runners import featurize
 from albert_lm.tasks.base import Example, ModelDirError
 from albert_lm.tasks.inputs import encode_text_pair
-from albert_lm.tasks.rundir import load_finetuned
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 
 from albert_lm.cli.main import main
 from albert_lm.config import ConfigError
-from albert_lm.tasks import base as finetune_settings
-from albert_lm.tasks import pretraining_config
+from albert_lm.finetune import config as finetune_settings
+from albert_lm.pretrain import config as pretraining_config
 from albert_lm.train import settings
 from albert_lm.train.settings import parse_yaml_subset
 
@@ -179,7 +179,7 @@ def test_one_builder_makes_both_workflows_optimizers(monkeypatch) -> None:
     import torch
 
     import albert_lm.optim
-    from albert_lm.tasks.pretraining import _optimizer
+    from albert_lm.pretrain.run import _optimizer
     from albert_lm.train import Trainer, TrainerConfig
 
     calls = []

@@ -1,4 +1,4 @@
-"""Padding removal at inference (`albert_lm.model.encoder.skip_padding`): the encoder runs on a padded batch's
+"""Padding removal at inference (`albert_lm.runtime.attention.skip_padding`): the encoder runs on a padded batch's
 real tokens only; every real position's output is the padded model's, padded positions are 0, and the
 predict function every inference path shares (`model_predict_fn`) runs it."""
 
@@ -14,8 +14,9 @@ from albert_lm.model import (
     AlbertForSquadV2,
     AlbertModel,
 )
-from albert_lm.model.encoder import real_tokens, skip_padding
-from albert_lm.tasks.base import model_predict_fn
+from albert_lm.model.encoder import real_tokens
+from albert_lm.runtime.attention import skip_padding
+from albert_lm.tasks.evaluate import model_predict_fn
 
 
 def tiny(**kw) -> AlbertConfig:

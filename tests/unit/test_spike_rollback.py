@@ -10,12 +10,12 @@ import pytest
 import torch
 
 from albert_lm.config import ConfigError
+from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.optim import build_optimizer, build_scheduler
-from albert_lm.tasks.base import FinetuneConfig
-from albert_lm.tasks.pretraining_config import PretrainConfig
+from albert_lm.pretrain.config import PretrainConfig
+from albert_lm.pretrain.health import HEALTH_FILE, HealthMonitor
 from albert_lm.train import Trainer, TrainerConfig, TrainingDiverged, load_metrics
 from albert_lm.train import checkpoint as ckpt_io
-from albert_lm.train.health import HEALTH_FILE, HealthMonitor
 from toy_training import Stream, Toy
 
 

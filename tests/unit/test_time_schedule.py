@@ -13,7 +13,7 @@ import torch
 
 from albert_lm.optim import build_optimizer
 from albert_lm.optim.schedules import ElapsedTimeLR, TimeWarmupPolyDecay, build_time_scheduler
-from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
+from albert_lm.pretrain.config import ConfigError, apply_dict, recipe
 from albert_lm.train import Trainer, TrainerConfig, load_metrics
 from albert_lm.train import trainer as trainer_module
 from toy_training import Stream, Toy
@@ -147,7 +147,7 @@ def test_a_resumed_run_continues_the_schedule_from_the_saved_training_time(monke
 
 
 def test_pretraining_config_by_time(tmp_path):
-    from albert_lm.tasks.pretraining import _optimizer
+    from albert_lm.pretrain.run import _optimizer
 
     demo = recipe("demo")
     assert (demo.schedule.by, demo.run.max_time_minutes) == ("time", 10.0)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from albert_lm.tasks.pretraining_config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
+from albert_lm.pretrain.config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
 from albert_lm.train.settings import load_config_file, parse_yaml_subset, to_yaml
 
 

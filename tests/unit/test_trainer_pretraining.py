@@ -10,7 +10,7 @@ import pytest
 import torch
 from data_support import WIKI_SAMPLE, make_tokenizer, train_spm
 
-from albert_lm.tasks.pretraining import PretrainingEvaluator, baselines, count_mlm, pretraining_metrics
+from albert_lm.pretrain.run import PretrainingEvaluator, baselines, count_mlm, pretraining_metrics
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +94,8 @@ def test_baselines_most_frequent_token_and_majority_sop(tiny_data):
 
 def test_smoke_pretraining_run_writes_metrics_checkpoints_and_model(tiny_data, tmp_path):
     from albert_lm.model import AlbertForPreTraining
-    from albert_lm.tasks.pretraining import pretrain
-    from albert_lm.tasks.pretraining_config import apply_dict, recipe
+    from albert_lm.pretrain.config import apply_dict, recipe
+    from albert_lm.pretrain.run import pretrain
 
     cfg = apply_dict(
         recipe("smoke"),
@@ -178,7 +178,7 @@ def test_activation_checkpointing_on_the_real_model_keeps_the_gradients():
 
 
 def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
-    from albert_lm.tasks.pretraining import PLATEAU_RATIO, _label_counts, warn_if_on_the_unigram_plateau
+    from albert_lm.pretrain.run import PLATEAU_RATIO, _label_counts, warn_if_on_the_unigram_plateau
     from albert_lm.train.result import TrainResult
 
     counts = _label_counts(tiny_data, 20)[0]
@@ -191,7 +191,7 @@ def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
             eval_metrics={} if eval_acc is None else {"eval_mlm_accuracy": eval_acc},
         )  # fmt: skip
 
-    with caplog.at_level("WARNING", logger="albert_lm.tasks.pretraining"):
+    with caplog.at_level("WARNING", logger="albert_lm.pretrain.run"):
         assert warn_if_on_the_unigram_plateau(result(rate), tiny_data)  # frequencies, not context
         assert f"{100 * rate:.1f}%" in caplog.text and "unigram plateau" in caplog.text
         caplog.clear()
@@ -205,8 +205,8 @@ def test_a_model_on_the_unigram_plateau_is_reported(tiny_data, caplog):
 def test_sequence_length_is_the_data_s_and_a_different_one_is_refused(tiny_data):
     """The paper recipes used to pin 512 and pad shards prepared at 32 (or 128) to it without a word."""
     from albert_lm.data import load_manifest
-    from albert_lm.tasks.pretraining import data_seq_length
-    from albert_lm.tasks.pretraining_config import ConfigError, apply_dict, recipe
+    from albert_lm.pretrain.config import ConfigError, apply_dict, recipe
+    from albert_lm.pretrain.run import data_seq_length
 
     manifest = load_manifest(tiny_data)
     cfg = recipe("albert-base")

@@ -50,11 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_task(args: argparse.Namespace) -> int:
     from albert_lm.cli.finetune import task_class
-    from albert_lm.cli.options import default_device
-    from albert_lm.serve.predictor import Predictor
-    from albert_lm.tasks.base import ModelDirError, evaluate, require_examples, write_jsonl
+    from albert_lm.finetune.rundir import load_finetuned
+    from albert_lm.infer.predictor import Predictor
+    from albert_lm.runtime.device import default_device
+    from albert_lm.tasks.base import ModelDirError, write_jsonl
+    from albert_lm.tasks.evaluate import evaluate, require_examples
     from albert_lm.tasks.inputs import pad_id_of
-    from albert_lm.tasks.rundir import load_finetuned
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     summary = task_class(args.task_kind).cli_summary(args)

@@ -7,7 +7,7 @@ the task.json of a fine-tuned model, which fixes e.g. the label order when evalu
 line of help its command shows (``cli_help``).
 
 Adding a task is one class and one line in that table. The settings flags (``--learning-rate``,
-``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert_lm.tasks.base.FLAT_NAMES`: its ``finetune``
+``--batch-size``, ...) are `FinetuneConfig`'s flat names (`albert_lm.finetune.config.FLAT_NAMES`: its ``finetune``
 section and the settings shared with ``albert pretrain``), typed by the fields' annotations and helped by
 their docstrings (`albert_lm.cli.options`). The preset, then ``--config FILE``, then the flags (``null`` too:
 ``--train-steps null``), then ``--set SECTION.FIELD=VALUE``, later wins; ``--print-config`` shows the result
@@ -53,7 +53,7 @@ before any data is read: `albert finetune: error: --flag: reason[; --flag: reaso
 def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
     """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.lr``), helped by the
     field's docstring; a flag not given keeps the preset."""
-    from albert_lm.tasks.base import FLAT_NAMES, SECTIONS
+    from albert_lm.finetune.config import FLAT_NAMES, SECTIONS
 
     group = parser.add_argument_group(
         "settings (default: the task's preset; --set SECTION.FIELD=VALUE for all)"
@@ -67,7 +67,7 @@ def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
     its warmup steps, unless ``warmup_steps`` is given); ``warmup_fraction`` given without
     ``warmup_steps`` wins over the preset's warmup steps (RACE's preset has 1000, which silently overrode
     a given fraction)."""
-    from albert_lm.tasks.base import SECTIONS
+    from albert_lm.finetune.config import SECTIONS
     from albert_lm.train.settings import apply_dict, load_config_file, parse_assignments
 
     sources: list[tuple[str, dict[str, Any]]] = []
@@ -100,7 +100,7 @@ def task_class(name: str) -> Any:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert_lm.tasks.base import SECTIONS
+    from albert_lm.finetune.config import SECTIONS
     from albert_lm.tasks.registry import TASKS
     from albert_lm.train.settings import SHARED_FLAGS
 
@@ -144,10 +144,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from albert_lm.tasks.base import FinetuneConfig
-    from albert_lm.tasks.finetune import finetune
+    from albert_lm.finetune.config import FinetuneConfig
+    from albert_lm.finetune.run import finetune
+    from albert_lm.finetune.rundir import check_output_dir
     from albert_lm.tasks.inputs import read_model_config
-    from albert_lm.tasks.rundir import check_output_dir
     from albert_lm.train.settings import to_yaml
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
@@ -161,7 +161,7 @@ def _run_task(args: argparse.Namespace) -> int:
     # infers its labels), and a bad flag is bad whatever the preset (issue 22 item 5).
     _validate(resolve_config(FinetuneConfig(), args), model_config)
     task, preset = task_class(args.task_kind).cli_task(args)
-    cfg = resolve_config(preset, args)
+    cfg = resolve_config(FinetuneConfig(**preset), args)
     _validate(cfg, model_config)  # the preset's own values with them
     if args.print_config:
         header = f"albert finetune {args.task_kind}: task {json.dumps(task.info())}, model {args.init}"
@@ -189,7 +189,7 @@ def _run_task(args: argparse.Namespace) -> int:
 
 def flag_of(name: str) -> str:
     """The flag that sets ``section.field`` (``optim.lr`` -> ``--learning-rate``), else its ``--set``."""
-    from albert_lm.tasks.base import FLAT_NAMES
+    from albert_lm.finetune.config import FLAT_NAMES
 
     flat = next((k for k, v in FLAT_NAMES.items() if v == name), None)
     return f"--{flat.replace('_', '-')}" if flat else f"--set {name}"

@@ -280,21 +280,9 @@ BACKEND_HELP = (
 
 
 def add_backend_flag(parser: Any) -> None:
-    """``--backend auto|torch|onnx`` (`albert_lm.export.backend`), the same for predict, serve and evaluate.
+    """``--backend auto|torch|onnx`` (`albert_lm.infer.backend`), the same for predict, serve and evaluate.
     The choices are spelled out: importing them would import torch at ``--help``."""
     parser.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto", help=BACKEND_HELP)
-
-
-def default_device(device: str | None, backend: str = "torch", int8: bool = False) -> str | None:
-    """The one device default of predict and serve: a GPU when there is one, but the CPU for ONNX Runtime and
-    dynamic int8 (which run there only); a device given is checked against the backend."""
-    if backend == "onnx" and device not in (None, "cpu"):
-        raise ValueError(f"--device {device}: the onnx backend runs on the CPU; use --backend torch")
-    if device is None and backend in ("torch", "auto") and not int8:
-        from albert_lm.train.distributed import pick_device
-
-        return str(pick_device())
-    return device
 
 
 class MissingExtra(ImportError):

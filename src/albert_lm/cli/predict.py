@@ -293,10 +293,10 @@ def write_predictions(predictor: Any, lines: InputLines, args: argparse.Namespac
 
 
 def load_predictor(args: argparse.Namespace) -> Any:
-    """The `albert_lm.serve.predictor.Predictor` the flags ask for (the model is loaded, and checked,
+    """The `albert_lm.infer.predictor.Predictor` the flags ask for (the model is loaded, and checked,
     before any input is read)."""
-    from albert_lm.cli.options import default_device
-    from albert_lm.serve.predictor import Predictor
+    from albert_lm.infer.predictor import Predictor
+    from albert_lm.runtime.device import default_device
 
     device = default_device(args.device, args.backend, args.int8)
     try:

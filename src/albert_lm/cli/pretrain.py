@@ -49,7 +49,7 @@ OLD: dict[str, tuple[str, ...]] = {"output": ("--run-dir",), "model": ("--init",
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from albert_lm.cli.options import add_config_arguments, add_dataclass_flags, add_flat_flags
-    from albert_lm.tasks.pretraining_config import RECIPES, SECTIONS
+    from albert_lm.pretrain.config import RECIPES, SECTIONS
     from albert_lm.train.settings import SHARED_FLAGS
 
     p.description = DESCRIPTION.format(recipes=", ".join(RECIPES))
@@ -79,7 +79,7 @@ def resolve(args: argparse.Namespace) -> Any:
     from pathlib import Path
 
     from albert_lm.cli.options import flat_values, given_values
-    from albert_lm.tasks.pretraining_config import SECTIONS, PretrainConfig, apply_dict, recipe
+    from albert_lm.pretrain.config import SECTIONS, PretrainConfig, apply_dict, recipe
     from albert_lm.train.settings import load_config_file, parse_assignments
 
     cfg = recipe(args.recipe) if args.recipe else PretrainConfig()
@@ -112,8 +112,8 @@ def run(args: argparse.Namespace) -> int:
         print(to_yaml(cfg.to_dict(), "albert pretrain"), end="")
         return 0
 
-    from albert_lm.tasks.pretraining import pretrain
-    from albert_lm.tasks.rundir import check_output_dir, replacing
+    from albert_lm.finetune.rundir import check_output_dir, replacing
+    from albert_lm.pretrain.run import pretrain
 
     run_dir = str(cfg.run.run_dir)  # validate() refused none
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports

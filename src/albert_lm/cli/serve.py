@@ -39,10 +39,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert_lm.cli.options import MissingExtra, default_device, from_positional, given_values
+    from albert_lm.cli.options import MissingExtra, from_positional, given_values
+    from albert_lm.infer.predictor import Predictor
+    from albert_lm.runtime.device import default_device
     from albert_lm.serve.app import model_thread, run_server
     from albert_lm.serve.config import ServeConfig
-    from albert_lm.serve.predictor import Predictor
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     from_positional(args, "model", "--model", "MODEL_DIR")

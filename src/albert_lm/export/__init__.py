@@ -1,12 +1,5 @@
-"""Deployable forms of a model: export-safe graphs, ONNX files, int8 weights, batch prediction backends.
-
-* `albert_lm.export.graph`: task models as fixed-signature graphs for torch.export / torch.compile / ONNX;
-* `albert_lm.export.onnx`: the ONNX export, ONNX Runtime sessions, parity and initializer checks;
-* `albert_lm.export.quantize`: int8 dynamic quantization (ONNX Runtime and torch.ao) and its coverage;
-* `albert_lm.export.runtime`: batch featurization and predict functions (torch fp32 / int8, ONNX Runtime);
-* `albert_lm.export.labelled`: a task's labelled file and the task metric of a predict function on it;
-* `albert_lm.export.pipeline`: ``albert export onnx``, model directory -> checked ONNX directory.
-
-The heavy optional libraries (onnx, onnxruntime, onnxscript: the ``onnx`` extra) are imported inside the
-functions that use them.
+"""Formats a model is taken away in: an ONNX model directory with its checks and report
+(`albert_lm.export.pipeline`, ``albert export onnx``) and a sentence-transformers directory
+(`albert_lm.export.sentence_transformers`). The ONNX graph itself, its int8 quantization and the sessions that
+run it are the inference backend's (`albert_lm.infer.onnx`, `albert_lm.infer.onnx_files`).
 """

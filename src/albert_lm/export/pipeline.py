@@ -3,39 +3,30 @@
 The output directory, written atomically (a failed check leaves no half-written directory behind):
 
     model.onnx          fp32, dynamic batch and sequence axes, shared layers stored once
-    model.int8.onnx     with ``int8``: every weight MatMul quantized (`albert_lm.export.quantize`)
+    model.int8.onnx     with ``int8``: every weight MatMul quantized (`albert_lm.infer.quantize`)
     config.json         the model's, so that `albert serve` / transformers know the architecture
     task.json           a fine-tuned model's task (labels, head settings), when there is one
     tokenizer files     spiece.model or vocab.txt with their configs
     export_report.json  the report `export_model_dir` returns
 
 Checks that fail the export (`ExportError`): ONNX Runtime differing from PyTorch by more than
-`albert_lm.export.onnx.FP32_TOLERANCE` on a padded batch, and an int8 file with a weight MatMul left in float.
+`albert_lm.infer.onnx.FP32_TOLERANCE` on a padded batch, and an int8 file with a weight MatMul left in float.
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_dir, atomic_write_json, recover_dir
-from albert_lm.export import onnx as X
-from albert_lm.export.quantize import quantize_onnx_int8, weight_matmul_coverage
+from albert_lm.infer.onnx_files import INT8_FILE, ONNX_FILE, REPORT_FILE, ExportError, write_checked_onnx
 
 logger = logging.getLogger(__name__)
 
-ONNX_FILE = "model.onnx"
-INT8_FILE = "model.int8.onnx"
-REPORT_FILE = "export_report.json"
 WEIGHTS_FILE = "model.safetensors"
-
-
-class ExportError(ValueError):
-    """An export that cannot be made or that fails its checks; the message says why in one line."""
 
 
 def check_output_dir(out: Path, overwrite: bool) -> None:
@@ -50,8 +41,8 @@ def check_output_dir(out: Path, overwrite: bool) -> None:
 
 def resolve_source(path: str | Path, checkpoint: str = "best") -> Path:
     """The model directory behind ``path`` (a model directory, or a run directory's checkpoint)."""
+    from albert_lm.finetune.rundir import resolve_model_dir
     from albert_lm.tasks.base import ModelDirError
-    from albert_lm.tasks.rundir import resolve_model_dir
 
     p = Path(path)
     recover_dir(p)
@@ -68,9 +59,9 @@ def resolve_source(path: str | Path, checkpoint: str = "best") -> Path:
 def load_source(model_dir: Path) -> tuple[Any, Any, dict[str, Any] | None]:
     """(model in eval mode, tokenizer, task.json or None) of a model directory."""
     from albert_lm.convert.hf import CheckpointError, load_model
+    from albert_lm.finetune.rundir import TASK_FILE, read_task_info, task_from_info
     from albert_lm.tasks.base import ModelDirError
     from albert_lm.tasks.inputs import load_model_tokenizer
-    from albert_lm.tasks.rundir import TASK_FILE, read_task_info, task_from_info
 
     try:
         tokenizer = load_model_tokenizer(model_dir)
@@ -105,7 +96,7 @@ def export_model_dir(
         output: the directory to write.
         int8: also write ``model.int8.onnx`` and check that every weight MatMul is quantized.
         opset: ONNX opset (None: the exporter's default).
-        calibrate_on: a labelled file of the model's task (`albert_lm.export.labelled.read_labelled`):
+        calibrate_on: a labelled file of the model's task (`albert_lm.infer.labelled.read_labelled`):
             the report gets the task metric of the fp32 and (with ``int8``) the int8 file on it.
         columns: column names of a ``calibrate_on`` file without a header row.
         overwrite: replace a non-empty ``output``.
@@ -125,20 +116,7 @@ def export_model_dir(
     report: dict[str, Any] = {"source": str(source), "model_class": type(model).__name__}
 
     def write(tmp: Path) -> None:
-        t0 = time.perf_counter()
-        graph = X.export_onnx(model, tmp / ONNX_FILE, opset=opset)
-        report.update(
-            inputs=list(graph.input_names),
-            outputs=list(graph.output_names),
-            opset=X.opset_of(tmp / ONNX_FILE),
-            export_seconds=round(time.perf_counter() - t0, 2),
-            initializers=X.initializer_stats(tmp / ONNX_FILE, model),
-        )
-        fp32 = X.load_session(tmp / ONNX_FILE, threads)
-        report["parity"] = _parity(model, fp32)
-        sessions = {"fp32": fp32}
-        if int8:
-            sessions["int8"] = X.load_session(_int8(tmp, model, report), threads)
+        sessions = write_checked_onnx(model, tmp, report, int8=int8, opset=opset, threads=threads)
         if calibrate_on is not None:
             assert info is not None
             report["metrics"] = _metrics(info, tokenizer, model, sessions, calibrate_on, columns)
@@ -154,43 +132,6 @@ def export_model_dir(
     return report
 
 
-def _parity(model: Any, session: Any) -> dict[str, Any]:
-    diffs = X.max_abs_diff(model, session)
-    worst = max(diffs.values())
-    result: dict[str, Any] = {
-        "batch": "3 x 37, rows padded to 37 / 34 / 31 tokens",
-        "max_abs_diff": diffs,
-        "tolerance": X.FP32_TOLERANCE,
-        "ok": worst <= X.FP32_TOLERANCE,
-    }
-    if not result["ok"]:
-        raise ExportError(
-            f"ONNX Runtime differs from PyTorch by {worst:.3g} on a padded batch "
-            f"(tolerance {X.FP32_TOLERANCE:g}): {diffs}"
-        )
-    return result
-
-
-def _int8(tmp: Path, model: Any, report: dict[str, Any]) -> Path:
-    dst = tmp / INT8_FILE
-    coverage = quantize_onnx_int8(tmp / ONNX_FILE, dst)
-    before = weight_matmul_coverage(tmp / ONNX_FILE)
-    report["int8"] = {
-        "weight_matmuls": before.total,
-        "quantized": coverage.quantized,
-        "left_in_float": coverage.float_weight,
-        "fraction_quantized": round(coverage.quantized / max(1, before.total), 4),
-    }
-    if coverage.float_weight or coverage.quantized != before.total:
-        raise ExportError(
-            f"int8: {coverage.quantized} of {before.total} weight MatMuls quantized, "
-            f"{coverage.float_weight} left in float"
-        )
-    diffs = X.max_abs_diff(model, X.load_session(dst))
-    report["int8"]["max_abs_diff_to_pytorch_fp32"] = diffs
-    return dst
-
-
 def _metrics(
     info: dict[str, Any],
     tokenizer: Any,
@@ -199,10 +140,10 @@ def _metrics(
     path: str | Path,
     columns: Sequence[str] | None,
 ) -> dict[str, Any]:
-    from albert_lm.export.labelled import read_labelled, task_metrics
-    from albert_lm.export.runtime import ort_predict_fn
+    from albert_lm.finetune.rundir import task_from_info, trained_max_seq_length
+    from albert_lm.infer.labelled import read_labelled, task_metrics
+    from albert_lm.infer.runners import ort_predict_fn
     from albert_lm.tasks.base import TaskDataError
-    from albert_lm.tasks.rundir import task_from_info, trained_max_seq_length
 
     try:
         examples = read_labelled(info, path, columns)

@@ -14,22 +14,22 @@ Attention and feed-forward blocks live in two flat ModuleLists; how many there a
 `AlbertConfig.attention_block`, ...), which the checkpoint converters read too. Attention uses PyTorch
 SDPA with a fused QKV projection.
 
-Inside `skip_padding` a padded batch runs with its padding removed everywhere but inside attention: the
+Inside `albert_lm.runtime.attention.skip_padding` a padded batch runs with its padding removed everywhere but inside attention: the
 encoder's rows are the batch's N real tokens (N, H), so the projections, the FFN, GELU and LayerNorm cost
 what the real tokens cost, and only SDPA sees the (B, T) layout (`SelfAttention.forward` with ``keep``).
-The inference entry point (`albert_lm.tasks.base.model_predict_fn`) enters it.
+The inference entry point (`albert_lm.infer.predict.model_predict_fn`) enters it.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from albert_lm.config import AlbertConfig
+from albert_lm.runtime.attention import cpu_attention_mode, padding_skipped
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -46,65 +46,14 @@ ACT_FNS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 }
 
 
-# Attention of bf16 / fp16 activations on a CPU without AMX (issue 24). torch's CPU flash-attention kernel is
-# fast in bf16 only with AMX tiles; with AVX-512 BF16 alone its bf16 path is slower than its own fp32 path in
-# training (2-core AMD EPYC, albert-base heads 12 x 64, forward + backward, one thread: 8x128 66 ms bf16 vs 37
-# fp32). `cpu_attention("gemms")` runs attention as the two batched GEMMs it is, in bf16 (oneDNN), with the
-# softmax between them computed in fp32 and stored in bf16 -- the eager attention of transformers under
-# autocast, one bf16 rounding of the scores and of the probabilities more than a fused kernel. Forward +
-# backward, two threads, the ways taking turns (`python benchmarks/bench_attention.py --part kernels`, 2-core
-# AMD EPYC with avx512_bf16): 8x128 10.1 ms vs 20.3 for fp32 flash and 29.3 for bf16 flash; 4x512 54.6 vs
-# 89.4 and 80.9. The trainer enters it there (albert_lm.train.parallelize.autocast, run.cpu_attention).
-# `cpu_attention("fp32")` (the previous rule, kept for comparison) runs the flash kernel on fp32 copies.
-# Off by default: CUDA, AMX CPUs and fp32 runs are unchanged.
-CPU_ATTENTION_MODES = ("gemms", "fp32")
-_CPU_ATTENTION: list[str | None] = [None]
-
-
-@contextlib.contextmanager
-def cpu_attention(mode: str | None = "gemms") -> Iterator[None]:
-    """Inside, `SelfAttention` runs attention of bf16 / fp16 CPU tensors as bf16 GEMMs around an fp32 softmax
-    (``"gemms"``) or as SDPA on fp32 copies (``"fp32"``); None: torch's SDPA as it is."""
-    if mode is not None and mode not in CPU_ATTENTION_MODES:
-        raise ValueError(f"cpu_attention: mode {mode!r} is not one of {CPU_ATTENTION_MODES} or None")
-    saved = _CPU_ATTENTION[0]
-    _CPU_ATTENTION[0] = mode
-    try:
-        yield
-    finally:
-        _CPU_ATTENTION[0] = saved
-
-
-# Padding removal (issue 24, serving). A server's batch is whatever requests arrived, in any order of length:
-# 32 random polarity sentences padded to their longest are 1.87x their real tokens. Cutting them into
-# length-sorted calls (`albert_lm.tasks.collate.cheapest_batches`) brings the padding to 1.11x but makes ~4 calls
-# of a few rows each, which run the GEMMs far below their rate. Unpadded, one call of the 32 runs at the speed
-# of a length-sorted file (albert-base fp32, 2-core AMD EPYC AVX2: 32.2 sentences/s vs 25.6 cut and 17.6 as one
-# padded call; sorted 30.2 padded, 32.9 unpadded). The same idea as FasterTransformer's "remove padding" and
-# torch's nn.TransformerEncoder fast path (nested tensors in inference), which also return 0 at padded
-# positions. Off by default: training, tracing and export run the padded graph.
-_SKIP_PADDING = [False]
-
-
-@contextlib.contextmanager
-def skip_padding(enabled: bool = True) -> Iterator[None]:
-    """Inside, `AlbertModel` runs its encoder on the real tokens of a masked batch only; its
-    ``sequence_output`` is 0 at padded positions (their values were never read: every head masks them or
-    reads the first token). Not applied while tracing or compiling (the graph stays static)."""
-    saved = _SKIP_PADDING[0]
-    _SKIP_PADDING[0] = enabled
-    try:
-        yield
-    finally:
-        _SKIP_PADDING[0] = saved
-
-
 def real_tokens(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Flat indices (N,) of the real tokens of a (B, T) attention mask inside `skip_padding`; None where
-    padding is kept (outside it, no mask, or tracing / compiling / exporting)."""
-    if not _SKIP_PADDING[0] or attention_mask is None:
-        return None
+    """Flat indices (N,) of the real tokens of a (B, T) attention mask inside
+    `albert_lm.runtime.attention.skip_padding`; None where padding is kept (outside it, no mask, or tracing /
+    compiling / exporting)."""
+    # tracing / compiling first: the graph stays static, and dynamo does not trace a context variable
     if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        return None
+    if not padding_skipped() or attention_mask is None:
         return None
     return attention_mask.reshape(-1).nonzero().squeeze(1)
 
@@ -112,10 +61,12 @@ def real_tokens(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
 def attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout_p: float
 ) -> torch.Tensor:
-    """SDPA of (B, heads, T, head_dim) q, k, v; on bf16 / fp16 CPU tensors inside `cpu_attention` as that
-    mode says."""
-    mode = _CPU_ATTENTION[0]
-    if mode is None or q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
+    """SDPA of (B, heads, T, head_dim) q, k, v; on bf16 / fp16 CPU tensors as the runtime's CPU attention
+    mode says (`albert_lm.runtime.attention.cpu_attention`; by default the best for this CPU)."""
+    if q.device.type != "cpu" or q.dtype not in (torch.bfloat16, torch.float16):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
+    mode = cpu_attention_mode(resolve=True)
+    if mode is None:
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
     # autocast off: it would cast SDPA's fp32 inputs back down, and store the gemms' softmax in fp32
     with torch.autocast("cpu", enabled=False):

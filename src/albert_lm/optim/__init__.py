@@ -2,7 +2,7 @@
 
 `build_training` is the one builder of a run's optimizer and schedule, from the settings both workflows
 share (`albert_lm.train.settings.OptimSettings` / `ScheduleSettings`, read here by their attributes: this
-layer is below ``train``); pretraining (`albert_lm.tasks.pretraining`) and fine-tuning
+layer is below ``train``); pretraining (`albert_lm.pretrain.run`) and fine-tuning
 (`albert_lm.train.Trainer.for_finetuning`) both call it. Its parts are public too::
 
     optimizer = build_optimizer(model, "lamb", lr=0.00176)       # pretraining (run_pretraining.py)

@@ -1,8 +1,4 @@
-"""Serving a fine-tuned model: batch prediction and the HTTP server.
-
-* `albert_lm.serve.predictor`: `Predictor`, a fine-tuned model (torch fp32 / int8 or ONNX Runtime) that
-  labels a batch of inputs in one go, for `albert serve` and `albert predict`;
-* `albert_lm.serve.batcher`: dynamic micro-batching of concurrent requests;
-* `albert_lm.serve.app`: the FastAPI application and its uvicorn runner (the ``serve`` extra);
-* `albert_lm.serve.schema`: the request and response bodies.
+"""Serving a fine-tuned model over HTTP: the FastAPI application and its uvicorn runner (`albert_lm.serve.app`,
+the ``serve`` extra), dynamic micro-batching of concurrent requests (`albert_lm.serve.batcher`) and the request
+and response bodies (`albert_lm.serve.schema`). The model behind it is `albert_lm.infer.predictor.Predictor`.
 """

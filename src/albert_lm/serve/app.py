@@ -34,9 +34,9 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from albert_lm.infer.predictor import Predictor
 from albert_lm.serve.batcher import BatcherClosed, MicroBatcher
 from albert_lm.serve.config import ServeConfig
-from albert_lm.serve.predictor import Predictor
 
 logger = logging.getLogger(__name__)
 

@@ -1,9 +1,10 @@
-"""Fine-tuning tasks: GLUE (a table of specs), your own CSV/TSV/JSONL data, RACE / multiple choice, SQuAD,
+"""Fine-tuning task kinds: GLUE (a table of specs), your own CSV/TSV/JSONL data, RACE / multiple choice, SQuAD,
 named entities (CoNLL).
 
-Every task is one `albert_lm.tasks.base.Task` class: it reads its data, featurizes it with the tokenizer, names
-its head and outputs, turns predictions into metrics, rebuilds itself from a fine-tuned model's task.json
-(`albert_lm.tasks.rundir`), and declares its serve request fields and command line; `albert_lm.tasks.registry`
-is the one table of them. Training goes through the one trainer (`albert_lm.tasks.finetune`, `albert_lm.train`);
-evaluation takes a predict function.
+Every kind is one `albert_lm.tasks.base.Task` class: it reads its data, featurizes it with the tokenizer, names
+its head and outputs, turns predictions into metrics, rebuilds itself from a fine-tuned model's task.json, and
+declares its serve request fields, its command line and its hyperparameter preset (plain data over the flat
+setting names); `albert_lm.tasks.registry` is the one table of them. `albert_lm.tasks.evaluate` runs a task's
+metrics through a predict function; `inputs`, `collate`, `labels` and `metrics` are what the kinds share. The
+workflows that use them live beside: `albert_lm.finetune`, `albert_lm.probe`, `albert_lm.infer`.
 """

@@ -45,7 +45,7 @@ import numpy as np
 
 from albert_lm._io import JsonlError, NotTextError, iter_jsonl, read_utf8
 from albert_lm.tasks import metrics as M
-from albert_lm.tasks.base import Example, FinetuneConfig, TaskDataError, UnknownNameError
+from albert_lm.tasks.base import Example, TaskDataError, UnknownNameError
 from albert_lm.tasks.classification import ClassificationTask
 from albert_lm.tasks.labels import check_label_set, short_list
 
@@ -472,7 +472,7 @@ class CustomTask(ClassificationTask):
         )
 
     @classmethod
-    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTask, FinetuneConfig]:
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[CustomTask, dict[str, Any]]:
         labels = tuple(args.labels.split(",")) if args.labels else None
         if info is not None and info.get("labels"):
             labels = tuple(info["labels"])  # a fine-tuned model fixes the class ids
@@ -499,7 +499,7 @@ class CustomTask(ClassificationTask):
 
 # Defaults for your own data: BERT's recommended fine-tuning range (lr 2e-5, batch 32, 3 epochs), warmup
 # 10% of the steps, sequences up to 128 tokens (most single sentences and pairs fit).
-CUSTOM_PRESET = FinetuneConfig(
+CUSTOM_PRESET: dict[str, Any] = dict(
     learning_rate=2e-5, batch_size=32, epochs=3.0, warmup_fraction=0.1, max_seq_length=128
 )
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import NotTextError, atomic_write_text, read_utf8
-from albert_lm.tasks.base import REPORT_FILE, Example, FinetuneConfig, TaskDataError, UnknownNameError
+from albert_lm.tasks.base import REPORT_FILE, Example, TaskDataError, UnknownNameError
 from albert_lm.tasks.classification import ClassificationTask
 
 logger = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class GlueSpec:
     test_splits: tuple[str, ...] = ("test",)
     submission: Mapping[str, str] = field(default_factory=dict)
     """split -> leaderboard submission file name (without .tsv)."""
-    preset: FinetuneConfig = field(default_factory=FinetuneConfig)
+    preset: dict[str, Any] = field(default_factory=dict)
     positive_label: str | None = None
 
 
@@ -71,12 +71,12 @@ _BIN = ("0", "1")
 _COLA_COLUMNS = ("source", "label", "original_label", "sentence")  # CoLA in_domain_train.tsv layout
 
 
-def _preset(lr: float, batch: int, steps: int, warmup: int, **kw: Any) -> FinetuneConfig:
+def _preset(lr: float, batch: int, steps: int, warmup: int, **kw: Any) -> dict[str, Any]:
     # Common to every GLUE row of the original: max_seq_length 512, --optimizer=adamw, which is
     # AdamWeightDecayOptimizer (our adamw_original, FinetuneConfig's default: no bias correction; weight
     # decay 0.01, eps 1e-6), classifier dropout 0.1 (run_glue.sh COMMON_ARGS; README fine-tuning table,
     # columns MSL, Classifier DR).
-    return FinetuneConfig(
+    return dict(
         learning_rate=lr, batch_size=batch, train_steps=steps, warmup_steps=warmup, max_seq_length=512, **kw
     )
 
@@ -377,7 +377,7 @@ class GlueTask(ClassificationTask):
         )
 
     @classmethod
-    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask, FinetuneConfig]:
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[GlueTask, dict[str, Any]]:
         """The task and its preset (the original's hyperparameters) from parsed arguments."""
         spec = get_spec(args.task)
         if info is not None and info.get("labels") not in (None, list(spec.labels or [])):

@@ -26,7 +26,7 @@ import numpy as np
 
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.tasks import metrics as M
-from albert_lm.tasks.base import Example, FinetuneConfig, Task, TaskDataError, per_example
+from albert_lm.tasks.base import Example, Task, TaskDataError, per_example
 from albert_lm.tasks.collate import Batch, Feature, pad_features
 from albert_lm.tasks.inputs import build_inputs
 
@@ -39,7 +39,7 @@ WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
 
 # BERT's recommended fine-tuning range (Devlin et al. 2019, Appendix A.3: lr {5e-5, 3e-5, 2e-5}, batch
 # {16, 32}, epochs {2, 3, 4}); sequences of 128 pieces hold nearly every CoNLL sentence.
-NER_PRESET = FinetuneConfig(
+NER_PRESET: dict[str, Any] = dict(
     learning_rate=5e-5, batch_size=32, epochs=3.0, warmup_fraction=0.1, max_seq_length=128
 )
 
@@ -336,7 +336,7 @@ class TokenClassificationTask(Task):
     @classmethod
     def cli_task(
         cls, args: Any, info: Mapping[str, Any] | None = None
-    ) -> tuple[TokenClassificationTask, FinetuneConfig]:
+    ) -> tuple[TokenClassificationTask, dict[str, Any]]:
         files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
         labels: Sequence[str] | None = args.labels.split(",") if args.labels else None
         if info is not None:

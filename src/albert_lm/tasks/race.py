@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from albert_lm._io import JsonlError, iter_jsonl, read_utf8
-from albert_lm.tasks.base import Example, FinetuneConfig, Task, TaskDataError, per_example
+from albert_lm.tasks.base import Example, Task, TaskDataError, per_example
 from albert_lm.tasks.collate import Feature
 from albert_lm.tasks.inputs import build_inputs
 from albert_lm.tasks.metrics import softmax
@@ -45,7 +45,7 @@ MAX_QA_LENGTH = 128  # original run_race.py flag max_qa_length
 # The original's v2 RACE setting (google-research/albert README: "For v2 ... except for RACE, where we use
 # a learning rate of 1e-5 and 0 ALBERT DR"; run_race.py defaults: batch 32, train_step 12000, warmup_step
 # 1000, max_seq_length 512, dropout_prob 0.1 before the classifier).
-RACE_PRESET = FinetuneConfig(
+RACE_PRESET: dict[str, Any] = dict(
     learning_rate=1e-5,
     batch_size=32,
     train_steps=12000,
@@ -387,7 +387,7 @@ class MultipleChoiceTask(Task):
     @classmethod
     def cli_task(
         cls, args: Any, info: Mapping[str, Any] | None = None
-    ) -> tuple[MultipleChoiceTask, FinetuneConfig]:
+    ) -> tuple[MultipleChoiceTask, dict[str, Any]]:
         files = {s: getattr(args, s) for s in ("train", "dev", "test") if getattr(args, s, None) is not None}
         if args.data_dir is not None and files:
             raise ValueError(

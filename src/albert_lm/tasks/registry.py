@@ -6,8 +6,8 @@ outputs its post-processing reads (`Task.head_outputs`), the serve request field
 (`Task.cli_arguments`, `Task.cli_task`) and the task.json kinds it rebuilds itself from (`Task.kinds`,
 `Task.from_info`). `TASKS` lists them by command; everything else is derived here:
 
-* `KINDS`: task.json kind -> the class whose `from_info` rebuilds it (`albert_lm.tasks.rundir`);
-* `HEAD_OUTPUTS`: head name -> graph outputs (`albert_lm.export.graph`, beside the heads no task has);
+* `KINDS`: task.json kind -> the class whose `from_info` rebuilds it (`albert_lm.finetune.rundir`);
+* `HEAD_OUTPUTS`: head name -> graph outputs (`albert_lm.infer.graph`, beside the heads no task has);
 * `READERS`: task.json kind -> the class that reads its labelled files (`albert export onnx --calibrate-on`);
 * `task_class`: the class of a task.json.
 

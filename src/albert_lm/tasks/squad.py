@@ -21,7 +21,7 @@ import numpy as np
 
 from albert_lm.tasks import squad_metric as SM
 from albert_lm.tasks import squad_postprocess as P
-from albert_lm.tasks.base import Example, FinetuneConfig, Task, TaskDataError
+from albert_lm.tasks.base import Example, Task, TaskDataError
 from albert_lm.tasks.squad_data import (
     ANSWER_START_POLICIES,
     DOC_STRIDE,
@@ -38,8 +38,8 @@ logger = logging.getLogger(__name__)
 # google-research/albert README, fine-tuning hyperparameter table (also the paper's appendix A.4):
 #   SQuAD v1.1: LR 5e-5, BSZ 48, ALBERT DR 0, Classifier DR 0.1, TS 3649, WS 365, MSL 384
 #   SQuAD v2.0: LR 3e-5, BSZ 48, ALBERT DR 0, Classifier DR 0.1, TS 8144, WS 814, MSL 512
-PRESETS: dict[str, FinetuneConfig] = {
-    "1.1": FinetuneConfig(
+PRESETS: dict[str, dict[str, Any]] = {
+    "1.1": dict(
         learning_rate=5e-5,
         batch_size=48,
         train_steps=3649,
@@ -49,7 +49,7 @@ PRESETS: dict[str, FinetuneConfig] = {
         classifier_dropout=0.1,
         eval_batch_size=32,
     ),
-    "2.0": FinetuneConfig(
+    "2.0": dict(
         learning_rate=3e-5,
         batch_size=48,
         train_steps=8144,
@@ -422,7 +422,7 @@ class SquadTask(Task):
         )  # fmt: skip
 
     @classmethod
-    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[SquadTask, Any]:
+    def cli_task(cls, args: Any, info: Mapping[str, Any] | None = None) -> tuple[SquadTask, dict[str, Any]]:
         """The task and its preset from parsed arguments (and the task.json of a fine-tuned model)."""
         info = dict(info or {})
         version = args.squad_version or str(info.get("version", "1.1"))

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from albert_lm.runtime.device import pick_device
+
 logger = logging.getLogger(__name__)
 
 _joined = False
@@ -51,17 +53,6 @@ class DistInfo:
     @property
     def enabled(self) -> bool:
         return self.world_size > 1
-
-
-def pick_device(device: str | torch.device | None = None, local_rank: int = 0) -> torch.device:
-    """``device`` if given (``"cuda"`` means ``cuda:LOCAL_RANK``), else the local GPU when there is one, else
-    the CPU."""
-    if device is None or str(device) == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    dev = torch.device(device)
-    if dev.type == "cuda" and dev.index is None:
-        dev = torch.device("cuda", local_rank)
-    return dev
 
 
 def init_distributed(device: str | torch.device | None = None, timeout_s: float = 1800.0) -> DistInfo:

@@ -11,15 +11,20 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert_lm.model.encoder import cpu_attention
-from albert_lm.model.fp32_linear import FP32_LINEAR_BACKENDS, choose_fp32_linear, fp32_linear, onednn_available
+from albert_lm.runtime.attention import cpu_attention
+from albert_lm.runtime.fp32_linear import (
+    FP32_LINEAR_BACKENDS,
+    choose_fp32_linear,
+    fp32_linear,
+    onednn_available,
+)
+from albert_lm.runtime.precision import cpu_attention_by_gemms_pays
 from albert_lm.train.config import TrainerConfig
 from albert_lm.train.distributed import DistInfo
-from albert_lm.train.precision import cpu_attention_by_gemms_pays
 
 logger = logging.getLogger(__name__)
 
-# A resolved precision (albert_lm.train.precision: "auto" is never a key) -> the autocast dtype (None: plain
+# A resolved precision (albert_lm.runtime.precision: "auto" is never a key) -> the autocast dtype (None: plain
 # fp32). Parameters stay fp32 in every case.
 PRECISION_DTYPES: dict[str, torch.dtype | None] = {
     "fp32": None,
@@ -85,7 +90,7 @@ def autocast(
 ) -> contextlib.AbstractContextManager[Any]:
     """Autocast to ``dtype`` on ``device``; None: fp32, its linear layers on the ``linear`` library
     (`linear_backend`: torch's own is a no-op context). ``cpu_attention_mode``: how attention runs under
-    autocast on the CPU (`albert_lm.model.encoder.cpu_attention`: "gemms", "fp32" or None for torch's SDPA);
+    autocast on the CPU (`albert_lm.runtime.attention.cpu_attention`: "gemms", "fp32" or None for torch's SDPA);
     "auto": where `cpu_attention_rule` says."""
     if dtype is None:
         return fp32_linear(linear) if linear != "torch" else contextlib.nullcontext()
@@ -103,7 +108,7 @@ def _cpu_autocast(dtype: torch.dtype, attention_mode: str) -> Iterator[None]:
 
 
 def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None, setting: str = "auto") -> str | None:
-    """How attention under ``dtype`` autocast on ``device`` runs (`albert_lm.model.encoder.cpu_attention`'s
+    """How attention under ``dtype`` autocast on ``device`` runs (`albert_lm.runtime.attention.cpu_attention`'s
     mode, None: torch's SDPA as it is), from the ``run.cpu_attention`` setting: "gemms" / "fp32" on a CPU
     under autocast as set, "sdpa" None; "auto": "gemms" on a CPU without AMX, where torch's bf16 CPU flash
     attention is slow (`cpu_attention_by_gemms_pays`), None elsewhere. fp32 runs and CUDA: None."""
@@ -115,7 +120,7 @@ def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None, setting:
 
 
 def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:
-    """The library of the fp32 linear layers (`albert_lm.model.fp32_linear`): for fp32 on a CPU
+    """The library of the fp32 linear layers (`albert_lm.runtime.fp32_linear`): for fp32 on a CPU
     ``config.fp32_linear`` (auto: measured once per process; torch's MKL GEMM is slow on AMD CPUs, issue 24),
     else torch's. Not under torch.compile, which traces F.linear itself."""
     if dtype is None and device.type == "cpu" and not config.compile:

@@ -5,7 +5,7 @@ PaLM met loss spikes that the usual remedies did not prevent, and "restart[ed] t
 roughly 100 steps before the spike started, and skip[ped] roughly 200-500 data batches that were seen before
 and during the spike" (Chowdhery et al. 2022, Sec. 5.1); OPT's logbook did the same by hand. Here:
 
-* a spike is `albert_lm.train.health.LossSpikes`' (a logged loss above 1.5x the median of the last 10 logged
+* a spike is `albert_lm.train.spikes.LossSpikes`' (a logged loss above 1.5x the median of the last 10 logged
   losses, the rule the health watch logs by), or a non-finite loss or gradient, which then rolls back instead
   of being skipped (`TrainerConfig.max_bad_steps`);
 * the checkpoint gone back to is the newest one written at or before the last logged step whose loss was no
@@ -37,7 +37,7 @@ import torch
 from albert_lm.config import ConfigError
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.distributed import all_reduce_sum, barrier
-from albert_lm.train.health import SPIKE_WINDOW, LossSpikes
+from albert_lm.train.spikes import SPIKE_WINDOW, LossSpikes
 
 if TYPE_CHECKING:
     from albert_lm.train.trainer import Trainer

@@ -5,7 +5,7 @@ and of ``albert finetune``'s `FinetuneConfig` (both in `albert_lm.tasks`).
 Each field has its one default and, in the string under it, its one help text (`albert_lm._fields`). The
 defaults are the original pretraining's (google-research/albert run_pretraining.py, paper Sec. 4.1);
 fine-tuning's values (AdamWeightDecayOptimizer at 2e-5, seed 42, ...) are a preset of values over the
-same fields (`albert_lm.tasks.base.FINETUNE_DEFAULTS`), never fields of its own.
+same fields (`albert_lm.finetune.config.FINETUNE_DEFAULTS`), never fields of its own.
 
 The same flags set them in both commands: `SHARED_FLAGS` (``--learning-rate`` -> ``optim.lr``), and
 ``--set SECTION.FIELD=VALUE``, ``--config FILE`` (JSON, or the YAML subset of `parse_yaml_subset`) and
@@ -32,6 +32,7 @@ from typing import Any
 from albert_lm._fields import FieldError, coerce, field_types, parse_value
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.config import ConfigError
+from albert_lm.runtime.choices import CPU_ATTENTIONS, FP32_LINEARS, PRECISIONS
 
 __all__ = [
     "FP32_LINEARS",
@@ -50,12 +51,6 @@ __all__ = [
     "to_yaml",
 ]
 
-# "auto": bf16 where the device runs it natively (albert_lm.train.precision.resolve_precision), else fp32
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-# "auto" and albert_lm.model.fp32_linear.FP32_LINEAR_BACKENDS (not imported: this module stays free of torch)
-FP32_LINEARS = ("auto", "torch", "onednn")
-# "auto" and albert_lm.model.encoder.CPU_ATTENTION_MODES, plus "sdpa" (torch's SDPA as it is)
-CPU_ATTENTIONS = ("auto", "gemms", "fp32", "sdpa")
 # ScheduleSettings.by: the learning rate as a function of optimizer steps or of training time
 SCHEDULE_BY = ("steps", "time")
 

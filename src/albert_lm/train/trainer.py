@@ -78,10 +78,12 @@ from torch import Tensor, nn
 
 from albert_lm._io import atomic_write_json
 from albert_lm.optim.schedules import ElapsedTimeLR
+from albert_lm.runtime.device import pick_device
+from albert_lm.runtime.precision import resolve_precision
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.batches import Batch, Epochs, batch_tokens, to_device
 from albert_lm.train.config import TrainerConfig
-from albert_lm.train.distributed import DistInfo, all_reduce_sum, barrier, pick_device, stop_on_signals
+from albert_lm.train.distributed import DistInfo, all_reduce_sum, barrier, stop_on_signals
 from albert_lm.train.metrics import (
     METRICS_FILE,
     BestMetric,
@@ -97,7 +99,6 @@ from albert_lm.train.metrics import (
     train_record,
 )
 from albert_lm.train.parallelize import PRECISION_DTYPES, autocast, resumed_run, step_backends, wrap_model
-from albert_lm.train.precision import resolve_precision
 from albert_lm.train.result import TrainResult
 from albert_lm.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
 from albert_lm.train.settings import OptimSettings, ScheduleSettings

@@ -27,9 +27,10 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from albert_lm.runtime.choices import FP32_LINEAR_BACKENDS
+
 logger = logging.getLogger(__name__)
 
-FP32_LINEAR_BACKENDS = ("torch", "onednn")
 # oneDNN is chosen only when its median paired time is at most 1 / ONEDNN_MARGIN of torch's: a small or
 # noisy difference keeps the default (the one every other code path and test runs on).
 ONEDNN_MARGIN = 1.10

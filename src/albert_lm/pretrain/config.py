@@ -32,7 +32,13 @@ from typing import Any
 
 from albert_lm.config import ConfigError
 from albert_lm.train.config import TrainerConfig
-from albert_lm.train.settings import OptimSettings, RunSettings, ScheduleSettings, check_sections, sections_dict
+from albert_lm.train.settings import (
+    OptimSettings,
+    RunSettings,
+    ScheduleSettings,
+    check_sections,
+    sections_dict,
+)
 from albert_lm.train.settings import apply_dict as apply_sections
 
 __all__ = ["RECIPES", "SECTIONS", "ConfigError", "PretrainConfig", "apply_dict", "recipe"]

@@ -26,10 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from albert_lm.tasks.base import FinetuneConfig, Task
+from albert_lm.finetune.config import FinetuneConfig
+from albert_lm.finetune.rundir import TASK_FILE, RunDirError
+from albert_lm.tasks.base import Task
 from albert_lm.tasks.collate import Feature
 from albert_lm.tasks.labels import short_list
-from albert_lm.tasks.rundir import TASK_FILE, RunDirError
 
 logger = logging.getLogger(__name__)
 

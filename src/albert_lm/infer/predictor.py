@@ -7,13 +7,13 @@ One object for `albert serve` (each micro-batch of concurrent requests is one `P
     examples = predictor.examples([{"_texts": ["a gorgeous, witty film"]}, {"text": "a mess"}])
     rows = predictor.rows(examples)            # one output row per example, in order
 
-* the task is rebuilt from the model directory's task.json (`albert_lm.tasks.rundir.load_finetuned`), so
+* the task is rebuilt from the model directory's task.json (`albert_lm.finetune.rundir.load_finetuned`), so
   inputs, labels, thresholds and output rows are exactly those of `albert predict` / `albert evaluate`;
-* a batch is featurized at once (`albert_lm.export.runtime.featurize`: one tokenizer call for
+* a batch is featurized at once (`albert_lm.infer.runners.featurize`: one tokenizer call for
   classification), run in length-sorted sub-batches of at most ``batch_size`` and put back in input order.
-  The torch backend skips padding (`albert_lm.model.encoder.skip_padding`: a call costs its real tokens), so
+  The torch backend skips padding (`albert_lm.runtime.attention.skip_padding`: a call costs its real tokens), so
   its sub-batches are full; ONNX Runtime runs the padded graph, so its sub-batches are cut where padding
-  and calls cost least (`albert_lm.tasks.base.predict`, ``CALL_COST_TOKENS``);
+  and calls cost least (`albert_lm.tasks.evaluate.predict`, ``CALL_COST_TOKENS``);
 * backends: ``torch`` (fp32, or ``int8``: torch.ao dynamic int8 Linear layers) and ``onnx`` (ONNX
   Runtime on ``model.onnx`` / ``model.int8.onnx`` of an `albert export onnx` directory; a model
   directory without them is exported to a temporary directory at load time).
@@ -26,19 +26,19 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_lm.export.backend import auto_predict_fn, onnx_session
-from albert_lm.export.runtime import featurize, load_torch_model, ort_predict_fn, torch_predict_fn
+from albert_lm.finetune.rundir import FineTuned, load_finetuned
+from albert_lm.infer.backend import auto_predict_fn, onnx_session
+from albert_lm.infer.runners import featurize, load_torch_model, ort_predict_fn, torch_predict_fn
 from albert_lm.tasks.base import Example, ModelDirError, PredictFn
-from albert_lm.tasks.base import predict as run_batches
+from albert_lm.tasks.evaluate import predict as run_batches
 from albert_lm.tasks.inputs import pad_id_of
-from albert_lm.tasks.rundir import FineTuned, load_finetuned
 
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "torch", "onnx")
 CALL_COST_TOKENS = 32
 """What a model call costs beyond its tokens, in tokens: the batches are cut where that is cheapest
-(`albert_lm.tasks.base.cheapest_batches`). albert-base in fp32 on a CPU (one thread, beside another job): a call of
+(`albert_lm.tasks.collate.cheapest_batches`). albert-base in fp32 on a CPU (one thread, beside another job): a call of
 one 32-token row took about what 45 tokens took in calls of 4 x 32 or more, where the time per token is level."""
 
 
@@ -83,7 +83,7 @@ class Predictor:
 
         Args:
             backend: ``torch``, ``onnx`` or ``auto`` (the faster of the two on this CPU that gives the
-                model's answers: `albert_lm.export.backend`).
+                model's answers: `albert_lm.infer.backend`).
             int8: int8 weights (torch: dynamic quantization at load time, CPU only; onnx:
                 ``model.int8.onnx``).
             threads: intra-op threads of the backend (torch.set_num_threads / ONNX Runtime); None: the

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import logging
 import math
-import statistics
-from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
+
+from albert_lm.train.spikes import SPIKE_WINDOW, LossSpikes
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +42,6 @@ PLATEAU_AFTER = 0.25
 # collapse: the spread of the encoder's output across inputs under this share of its value at the start
 # (demo-zh's collapsed encoder: 0.0034 / 0.032 ~ 0.1 on [CLS]; a healthy run's stays within ~0.5-2x)
 COLLAPSE_RATIO = 0.2
-# a spike: a logged loss above the median of the last SPIKE_WINDOW logged losses by this factor
-SPIKE_FACTOR = 1.5
-SPIKE_WINDOW = 10
 
 # the plateau's first tip, left out of the advice of a run that already has it
 UNIGRAM_BIAS_TIP = (
@@ -67,25 +64,6 @@ ADVICE = {
     "rollback": "the run went back to its last checkpoint before the spike and skipped the batches read since "
     "(run.spike_rollback). If spikes come back, lower the peak lr or lengthen the warmup",
 }
-
-
-class LossSpikes:
-    """The spike rule: a logged loss above `SPIKE_FACTOR` times the median of the last `SPIKE_WINDOW` logged
-    losses (no verdict before the window is full). A spike or a non-finite loss does not join the window."""
-
-    def __init__(self) -> None:
-        self.recent: deque[float] = deque(maxlen=SPIKE_WINDOW)
-
-    def check(self, loss: float) -> float | None:
-        """The median ``loss`` is a spike against, or None when it is none (then it joins the window)."""
-        if not math.isfinite(loss):
-            return None
-        if len(self.recent) == self.recent.maxlen:
-            median = statistics.median(self.recent)
-            if loss > SPIKE_FACTOR * median:
-                return median
-        self.recent.append(loss)
-        return None
 
 
 def representation_spread(model: nn.Module, batch: Mapping[str, torch.Tensor]) -> float:

@@ -3,11 +3,11 @@ functions (`albert_lm.tasks.base.PredictFn`: a padded batch -> the head's output
 
 * `featurize`: a task's features for a list of examples (`Task.featurize`; classification and regression
   tokenize the whole list in ONE tokenizer call, with the backend's threads).
-* PyTorch, fp32 or int8 (`albert_lm.export.quantize.quantize_torch_int8`): the one torch predict function,
-  `albert_lm.tasks.base.model_predict_fn` with ``fp32_linear="auto"``;
-* `ort_predict_fn`: ONNX Runtime on an exported file (`albert_lm.export.onnx`).
+* PyTorch, fp32 or int8 (`albert_lm.infer.quantize.quantize_torch_int8`): the one torch predict function,
+  `albert_lm.tasks.evaluate.model_predict_fn` with ``fp32_linear="auto"``;
+* `ort_predict_fn`: ONNX Runtime on an exported file (`albert_lm.infer.onnx`).
 * `load_torch_model`: the torch backend's model, from a fine-tuned model directory (the ONNX session:
-  `albert_lm.export.backend.onnx_session`).
+  `albert_lm.infer.backend.onnx_session`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from albert_lm.export.graph import output_names
-from albert_lm.export.onnx import run_session
-from albert_lm.tasks.base import Example, ModelDirError, PredictFn, Task, model_predict_fn
+from albert_lm.finetune.rundir import FineTuned
+from albert_lm.infer.graph import output_names
+from albert_lm.infer.onnx import run_session
+from albert_lm.runtime.allocator import keep_freed_memory
+from albert_lm.tasks.base import Example, ModelDirError, PredictFn, Task
 from albert_lm.tasks.classification import ClassificationTask
 from albert_lm.tasks.collate import Batch, Feature
-from albert_lm.tasks.rundir import FineTuned
-from albert_lm.train.allocator import keep_freed_memory
+from albert_lm.tasks.evaluate import model_predict_fn
 
 
 def featurize(
@@ -39,7 +40,7 @@ def featurize(
 
 
 def torch_predict_fn(model: nn.Module) -> PredictFn:
-    """The torch backend's predict function: `albert_lm.tasks.base.model_predict_fn` (the one torch predict
+    """The torch backend's predict function: `albert_lm.tasks.evaluate.model_predict_fn` (the one torch predict
     function) with the outputs the model's head computes and, on a CPU in fp32, the fastest linear library."""
     return model_predict_fn(model, output_keys=output_names(model), fp32_linear="auto")
 
@@ -68,12 +69,12 @@ def load_torch_model(finetuned: FineTuned, int8: bool, threads: int | None, devi
         )
     if threads:
         torch.set_num_threads(int(threads))
-    keep_freed_memory()  # each batch's activations reuse freed memory (albert_lm.train.allocator)
+    keep_freed_memory()  # each batch's activations reuse freed memory (albert_lm.runtime.allocator)
     if int8 and device not in (None, "cpu"):
         raise ModelDirError(f"int8 runs on the CPU only, not on {device}")
     model = finetuned.load_model(device or "cpu").eval()  # refuses weights without the task head
     if int8:
-        from albert_lm.export.quantize import quantize_torch_int8
+        from albert_lm.infer.quantize import quantize_torch_int8
 
         quantize_torch_int8(model)
     return model

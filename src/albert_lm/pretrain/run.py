@@ -21,7 +21,7 @@ from torch import nn
 from albert_lm._io import IGNORE_INDEX, atomic_write_dir, atomic_write_json, lock_dir
 from albert_lm.config import ConfigError
 from albert_lm.model import AlbertForPreTraining
-from albert_lm.tasks.pretraining_config import PretrainConfig
+from albert_lm.pretrain.config import PretrainConfig
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.distributed import DistInfo
 from albert_lm.train.trainer import Trainer, TrainResult
@@ -195,7 +195,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     Writes ``RUN_DIR/run_config.json``, ``metrics.jsonl``, ``checkpoints/`` and, when the run completes or
     hits its time budget, the final model directory ``RUN_DIR/model`` (with the tokenizer when given).
     """
-    from albert_lm.train.allocator import keep_freed_memory
+    from albert_lm.runtime.allocator import keep_freed_memory
     from albert_lm.train.distributed import destroy_distributed, init_distributed, rank_zero_logging
 
     cfg.validate()
@@ -205,7 +205,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
         raise ConfigError("run.run_dir is required (the run directory; flag --output)")
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
-    keep_freed_memory()  # each step's large tensors reuse freed memory (albert_lm.train.allocator)
+    keep_freed_memory()  # each step's large tensors reuse freed memory (albert_lm.runtime.allocator)
     info = init_distributed(cfg.run.device)
     rank_zero_logging(info)
     try:
@@ -290,9 +290,9 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
 def _health_monitor(
     cfg: PretrainConfig, data_dir: str, evaluator: PretrainingEvaluator | None, tcfg: Any, run_dir: Path
 ) -> Any:
-    """The run's `HealthMonitor` (albert_lm.train.health): the plateau against the training data's most
+    """The run's `HealthMonitor` (albert_lm.pretrain.health): the plateau against the training data's most
     frequent masked token, collapse on the first held-out batch (none without held-out data)."""
-    from albert_lm.train.health import HealthMonitor
+    from albert_lm.pretrain.health import HealthMonitor
 
     counts = _label_counts(data_dir, max_batches=20)[0]
     rate = float(counts.max()) / float(counts.sum())
@@ -393,7 +393,7 @@ def _build_model(cfg: PretrainConfig, data_dir: str, rank: int) -> tuple[AlbertF
     The config checked is the one used: the preset with ``model.overrides``, or the init model's with them."""
     from albert_lm.config import AlbertConfig
     from albert_lm.data import load_manifest
-    from albert_lm.tasks import pretraining_init as init_from
+    from albert_lm.pretrain import init as init_from
 
     manifest = load_manifest(data_dir)
     vocab = int(manifest["tokenizer"]["vocab_size"])

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from torch import nn
 
-from albert_lm.export.onnx import quiet_logging
+from albert_lm.infer.onnx import quiet_logging
 
 #: ONNX ops that multiply by a quantized weight (dynamic and static quantization, com.microsoft too).
 QUANTIZED_MATMULS = frozenset(

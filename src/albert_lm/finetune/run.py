@@ -3,16 +3,16 @@
 The steps, each a function below: read and featurize the splits (`_featurize_splits`), build the model
 with the task's head (`_build_model`), length-grouped training batches (`_train_batches`), the trainer
 with a dev evaluation as its ``eval_fn`` (`_DevEvaluation`, `_make_trainer`), ``trainer.fit``, then the
-files of the run directory (`albert_lm.tasks.rundir`): the dev predictions of the best and the last
+files of the run directory (`albert_lm.finetune.rundir`): the dev predictions of the best and the last
 evaluation, test-split predictions of the best checkpoint, and ``report.json``.
 
 A run is checkpointed every ``run.save_every`` steps and every ``run.save_every_minutes`` of training
-(fine-tuning's default: 10, `albert_lm.tasks.base.FINETUNE_DEFAULTS`), keeping only the newest step checkpoint (each holds the model and Adam's two moments:
+(fine-tuning's default: 10, `albert_lm.finetune.config.FINETUNE_DEFAULTS`), keeping only the newest step checkpoint (each holds the model and Adam's two moments:
 three model sizes). ``resume=True`` continues from it exactly as `albert pretrain --resume` does: the
 trainer restores the optimizer, schedule, RNG, data position, best-so-far and dev-evaluation history, so
 on CPU the resumed run logs the losses of the uninterrupted one bit for bit (tests/e2e/test_finetune_resume.py).
 Resume with the command line that started the run: each checkpoint's task.json records the run's task,
-labels, hyperparameters, tokenizer and data digests (`albert_lm.tasks.resume`), and a resume with others is
+labels, hyperparameters, tokenizer and data digests (`albert_lm.finetune.resume`), and a resume with others is
 refused naming them. An empty training or dev split is refused before training (`require_examples`), and so
 is a classification training split whose examples all have one label (`require_label_variety`).
 
@@ -35,21 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_text, lock_dir, output_path
-from albert_lm.tasks.base import (
+from albert_lm.finetune.config import FinetuneConfig
+from albert_lm.finetune.resume import RUN_KEY, check_resume, run_identity
+from albert_lm.finetune.rundir import REPORT_FILE, check_output_dir, replacing, report_dir, write_task_info
+from albert_lm.tasks.base import Example, Task, write_jsonl
+from albert_lm.tasks.collate import Feature, LengthGroupedBatches
+from albert_lm.tasks.evaluate import (
     EvalResult,
-    Example,
-    FinetuneConfig,
-    Task,
     evaluate,
     model_predict_fn,
     require_examples,
     require_label_variety,
-    write_jsonl,
 )
-from albert_lm.tasks.collate import Feature, LengthGroupedBatches
 from albert_lm.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config, tokenizer_record
-from albert_lm.tasks.resume import RUN_KEY, check_resume, run_identity
-from albert_lm.tasks.rundir import REPORT_FILE, check_output_dir, replacing, report_dir, write_task_info
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +100,7 @@ def finetune(
     `albert_lm._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
     stopped before its first checkpoint starts it over (`rundir.check_output_dir`).
     """
-    from albert_lm.train.allocator import keep_freed_memory
+    from albert_lm.runtime.allocator import keep_freed_memory
     from albert_lm.train.distributed import init_distributed
 
     out = output_path(output_dir)  # a symlinked --output: its target is the run directory
@@ -112,7 +110,7 @@ def finetune(
         import torch
 
         torch.set_num_threads(cfg.run.threads)
-    keep_freed_memory()  # each step's large tensors reuse freed memory (albert_lm.train.allocator)
+    keep_freed_memory()  # each step's large tensors reuse freed memory (albert_lm.runtime.allocator)
     dist = init_distributed(cfg.run.device)
     # One run at a time in a directory: the lock, then the check again under it (another run may have
     # started in between). The kernel releases it however this process ends.
@@ -464,6 +462,6 @@ def _predict_test_splits(
 
 def _load_model(model_cls: Any, model_dir: Path, cfg: FinetuneConfig) -> Any:
     """A checkpoint of the run, on the run's device."""
-    from albert_lm.train.distributed import pick_device
+    from albert_lm.runtime.device import pick_device
 
     return model_cls.from_pretrained(model_dir).to(pick_device(cfg.run.device))

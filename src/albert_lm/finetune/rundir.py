@@ -34,7 +34,8 @@ from albert_lm._io import (
     recover_dir,
     recover_dirs_in,
 )
-from albert_lm.tasks.base import REPORT_FILE, FinetuneOptions, ModelDirError, Task
+from albert_lm.finetune.config import FinetuneOptions
+from albert_lm.tasks.base import REPORT_FILE, ModelDirError, Task
 from albert_lm.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
 
 logger = logging.getLogger(__name__)
@@ -199,7 +200,7 @@ class FineTuned:
             CheckpointError: the weights lack some of the model's task head (or pooler), which would be
                 initialized at random: predictions would be noise that changes every run.
         """
-        from albert_lm.train.distributed import pick_device
+        from albert_lm.runtime.device import pick_device
 
         return self.task.build_model(self.model_dir, require_head=True).to(pick_device(device))
 

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from albert_lm.export.runtime import featurize
-from albert_lm.tasks.base import Example, PredictFn, Task, evaluate
+from albert_lm.infer.runners import featurize
+from albert_lm.tasks.base import Example, PredictFn, Task
+from albert_lm.tasks.evaluate import evaluate
 from albert_lm.tasks.inputs import pad_id_of
 from albert_lm.tasks.registry import READERS, task_class
 

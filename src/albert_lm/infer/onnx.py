@@ -1,6 +1,6 @@
 """ONNX: export a task model (torch.onnx's dynamo exporter), run it with ONNX Runtime, and check both.
 
-* `export_onnx`: the model's `albert_lm.export.graph.InferenceGraph` through ``torch.onnx.export(...,
+* `export_onnx`: the model's `albert_lm.infer.graph.InferenceGraph` through ``torch.onnx.export(...,
   dynamo=True)``: inputs ``input_ids`` / ``attention_mask`` / ``token_type_ids`` (+ ``p_mask``) with
   dynamic ``batch`` and ``sequence`` axes; each parameter becomes one initializer, so ALBERT's shared
   layers are stored once (the graph applies the same initializer at every layer).
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from albert_lm.export.graph import InferenceGraph, config_of, dynamic_shapes, example_inputs
+from albert_lm.infer.graph import InferenceGraph, config_of, dynamic_shapes, example_inputs
 
 logger = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ def max_abs_diff(
     model: nn.Module, session: Any, batch: Mapping[str, torch.Tensor] | None = None
 ) -> dict[str, float]:
     """Per output, the largest |ONNX Runtime - PyTorch| on ``batch`` (default: a padded 3 x 37 batch,
-    `albert_lm.export.graph.example_inputs`); index outputs (the SQuAD 2.0 beam) count mismatches."""
+    `albert_lm.infer.graph.example_inputs`); index outputs (the SQuAD 2.0 beam) count mismatches."""
     graph = InferenceGraph(model)
     if batch is None:
         seq = min(37, config_of(model).max_position_embeddings)

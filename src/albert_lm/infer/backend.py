@@ -1,16 +1,16 @@
 """``--backend auto``: the backend that runs a fine-tuned model fastest on this machine, among those that
 give its answers; measured once, then remembered.
 
-The candidates are PyTorch (fp32 with the fp32 linear library `albert_lm.model.fp32_linear` picks, or
+The candidates are PyTorch (fp32 with the fp32 linear library `albert_lm.runtime.fp32_linear` picks, or
 torch.ao dynamic int8) and ONNX Runtime (``model.onnx`` / ``model.int8.onnx``: the model directory's own
 export, else one made once and kept in the cache directory). Neither wins everywhere: ONNX Runtime's fp32
 GEMM is ~1.9x torch's MKL on AMD cores (issue 24) and even on Intel ones at one sequence, while int8 goes
 either way with the CPU's int8 instructions. So `choose_backend`:
 
 1. builds a fixed probe batch (`PROBE_SHAPE`: one sequence of 128 tokens, or the model's length if
-   shorter; `albert_lm.export.graph.example_inputs`) and runs it through PyTorch fp32: the reference answers;
+   shorter; `albert_lm.infer.graph.example_inputs`) and runs it through PyTorch fp32: the reference answers;
 2. runs every candidate once on it (a warm-up) and refuses one whose answers differ from the reference by
-   more than the export's own check allows (`albert_lm.export.onnx.FP32_TOLERANCE` in fp32; `INT8_TOLERANCE`,
+   more than the export's own check allows (`albert_lm.infer.onnx.FP32_TOLERANCE` in fp32; `INT8_TOLERANCE`,
    relative to the largest output, for int8, which moves the answers by design). An ONNX int8 file whose
    export measured a task score on a labelled file (``albert export onnx --int8 --calibrate-on``) is
    refused when int8 lost more than `INT8_SCORE_DROP` there;
@@ -120,7 +120,7 @@ def max_abs_diff(reference: Mapping[str, np.ndarray], got: Mapping[str, np.ndarr
 def tolerance(reference: Mapping[str, np.ndarray], int8: bool) -> float:
     """How far a candidate may be from the reference: the export's fp32 check, or `INT8_TOLERANCE` of the
     largest |output| (at least 1) for int8."""
-    from albert_lm.export.onnx import FP32_TOLERANCE
+    from albert_lm.infer.onnx import FP32_TOLERANCE
 
     if not int8:
         return FP32_TOLERANCE
@@ -317,7 +317,7 @@ def choose_backend(
 def int8_score_refusal(export_dir: Path) -> str | None:
     """Why ``export_dir``'s int8 file is refused by its export's labelled-file check, or None: the report of
     ``albert export onnx --int8 --calibrate-on`` records fp32 and int8 task scores."""
-    from albert_lm.export.pipeline import REPORT_FILE
+    from albert_lm.infer.onnx_files import REPORT_FILE
 
     try:
         report = json.loads((export_dir / REPORT_FILE).read_text(encoding="utf-8"))
@@ -348,11 +348,11 @@ def auto_predict_fn(
     device: str | None = None,
     cache: ChoiceCache | None = None,
 ) -> tuple[str, PredictFn]:
-    """``(backend, predict function)`` of `choose_backend` for a fine-tuned model (`albert_lm.tasks.rundir.
+    """``(backend, predict function)`` of `choose_backend` for a fine-tuned model (`albert_lm.finetune.rundir.
     FineTuned`) on the CPU; on another device PyTorch, and for an export directory without PyTorch weights
     ONNX Runtime, without measuring."""
-    from albert_lm.export.graph import example_inputs
-    from albert_lm.export.runtime import load_torch_model, ort_predict_fn, torch_predict_fn
+    from albert_lm.infer.graph import example_inputs
+    from albert_lm.infer.runners import load_torch_model, ort_predict_fn, torch_predict_fn
 
     model_dir = Path(finetuned.model_dir)
     if device not in (None, "cpu"):
@@ -406,8 +406,8 @@ def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Pa
     Raises:
         ModelDirError: an export directory without the int8 file, or an export that fails its checks.
     """
-    from albert_lm.export.onnx import load_session
-    from albert_lm.export.pipeline import INT8_FILE, ONNX_FILE
+    from albert_lm.infer.onnx import load_session
+    from albert_lm.infer.onnx_files import INT8_FILE, ONNX_FILE
 
     name = INT8_FILE if int8 else ONNX_FILE
     if (model_dir / name).is_file():
@@ -426,10 +426,21 @@ def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Pa
 
 
 def _export(model_dir: Path, out: Path, int8: bool, threads: int | None) -> None:
-    from albert_lm.export.pipeline import ExportError, export_model_dir
+    """The ONNX files of a fine-tuned model directory, checked (`write_checked_onnx`), written atomically
+    into ``out`` with a report of the checks."""
+    from albert_lm._io import atomic_write_dir
+    from albert_lm.finetune.rundir import load_finetuned
+    from albert_lm.infer.onnx_files import REPORT_FILE, ExportError, write_checked_onnx
+
+    model = load_finetuned(model_dir).load_model("cpu").eval()
+    report: dict[str, Any] = {"source": str(model_dir), "model_class": type(model).__name__}
+
+    def write(tmp: Path) -> None:
+        write_checked_onnx(model, tmp, report, int8=int8, opset=None, threads=threads)
+        atomic_write_json(tmp / REPORT_FILE, report, indent=2)
 
     try:
         out.parent.mkdir(parents=True, exist_ok=True)  # the export is written beside it, then renamed
-        export_model_dir(model_dir, out, int8=int8, threads=threads, overwrite=True)
+        atomic_write_dir(out, write)
     except ExportError as e:
         raise ModelDirError(str(e)) from None

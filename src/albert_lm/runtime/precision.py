@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from albert_lm.train.config import PRECISIONS
+from albert_lm.runtime.choices import PRECISIONS
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def cpu_bf16_features() -> list[str]:
 def cpu_attention_by_gemms_pays() -> bool:
     """Whether attention under bf16 autocast on this CPU should run as bf16 GEMMs around an fp32 softmax
     rather than torch's flash kernel: where the CPU has no AMX. torch's CPU flash attention takes its fast
-    bf16 path only on AMX tiles (issue 24, `albert_lm.model.encoder.cpu_attention`). Decided and logged once
+    bf16 path only on AMX tiles (issue 24, `albert_lm.runtime.attention.cpu_attention`). Decided and logged once
     per process (the trainer asks at every step)."""
     pays = "amx_bf16" not in cpu_bf16_features()
     if pays:
@@ -132,7 +132,7 @@ def resolve_precision(requested: str, device: torch.device | str) -> str:
     reason are logged once. An explicit ``bf16`` on a CPU without native bf16 is kept but warned about.
 
     Raises:
-        ValueError: ``requested`` is none of `albert_lm.train.config.PRECISIONS`.
+        ValueError: ``requested`` is none of `albert_lm.runtime.choices.PRECISIONS`.
     """
     if requested not in PRECISIONS:
         raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {requested!r})")
