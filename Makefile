@@ -26,7 +26,7 @@ test: setup data
 ## constraints.txt with those of constraints-hf5.txt in place of the same names (pip refuses two pins of one
 ## name), so torch is the same torch==2.13.0. The 4.x-only references skip there, with the reason (-rs).
 VENV_HF5 := .venv-hf5
-HF5_TESTS := tests/parity tests/unit/test_heads.py $(wildcard tests/unit/test_tokenizer*.py)
+HF5_TESTS := tests/parity tests/unit/model/test_heads.py tests/unit/tokenizer
 # a requirement's name, normalized (PEP 503), from a constraints line; "" for comments and blank lines
 PIN_NAME = n = $$0; sub(/\#.*/, "", n); sub(/[<>=!~;[ \t].*/, "", n); n = tolower(n); gsub(/[-_.]+/, "-", n)
 

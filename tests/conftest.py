@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
+
+# the tests' shared helpers (cli_parsers, data_support, standin_tokenizer, ...) live in tests/unit, beside the
+# folders that mirror src/albert_lm
+sys.path.insert(0, str(Path(__file__).resolve().parent / "unit"))
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))

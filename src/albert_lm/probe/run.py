@@ -18,7 +18,7 @@ Features of one text (``pooling``):
 
 The logistic regression is sklearn's formulation (``C * sum(cross-entropy) + |W|^2 / 2``, bias not
 penalized) on standardized features, solved with L-BFGS in float64 by torch (its gradient written out),
-so scikit-learn is not needed at run time; `tests/unit/test_probe.py` checks it against scikit-learn's
+so scikit-learn is not needed at run time; `tests/unit/probe/test_probe.py` checks it against scikit-learn's
 ``LogisticRegression``.
 """
 

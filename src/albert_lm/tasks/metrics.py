@@ -1,7 +1,7 @@
 """Evaluation metrics, in numpy, as the GLUE leaderboard computes them, and the one softmax of the tasks.
 
 Each function takes predictions and gold labels (any array-likes of equal length) and returns a Python
-float. They are tested against scikit-learn and scipy (tests/unit/test_metrics.py); neither is needed at
+float. They are tested against scikit-learn and scipy (tests/unit/tasks/test_metrics.py); neither is needed at
 run time.
 
 GLUE task metrics (Wang et al. 2019, Table 1): CoLA Matthews correlation; SST-2, MNLI, QNLI, RTE, WNLI

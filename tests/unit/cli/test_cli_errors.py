@@ -16,7 +16,7 @@ from albert_lm._io import TMP_PREFIX, atomic_write_bytes, atomic_write_dir
 from albert_lm.cli.main import main as cli
 from albert_lm.config import ConfigError
 
-TF_GOOGLE = Path(__file__).resolve().parent.parent / "fixtures" / "tf" / "google"
+TF_GOOGLE = Path(__file__).resolve().parents[2] / "fixtures" / "tf" / "google"
 
 
 def _convert_raises(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:

@@ -21,7 +21,7 @@ from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.state_files import StateFileError, load_state, save_state
 from toy_training import Stream, Toy
 
-SRC = Path(__file__).resolve().parents[2] / "src"
+SRC = Path(__file__).resolve().parents[3] / "src"
 
 
 def make(steps: int = 4, optimizer: str = "lamb", **cfg):

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from inference_support import make_model_dir
-from test_serve_http import TEXTS, Server
+from test_http import TEXTS, Server
 
 httpx = pytest.importorskip("httpx")
 

@@ -23,7 +23,7 @@ from albert_lm.cli.main import main
 from albert_lm.cli.predict import SIGPIPE_STATUS, InputLines, chunks
 from albert_lm.tokenizer.wordpiece import WordPieceTokenizer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 TEXTS = [*SHARED_TEXTS, "gorgeous", "the plot was a mess", "great great great"]
 

@@ -26,7 +26,7 @@ from albert_lm.model import (
     PreTrainedModule,
 )
 
-TF_FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tf"
+TF_FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "tf"
 EXTRA = {"classification": {"num_labels": 3}}
 
 

@@ -22,7 +22,7 @@ from albert_lm.convert.tf_checkpoint import (
     write_checkpoint,
 )
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tf"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "tf"
 
 
 def _crc32c_reference(data: bytes) -> int:

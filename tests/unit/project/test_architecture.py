@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "albert_lm"
+SRC = Path(__file__).resolve().parents[3] / "src" / "albert_lm"
 
 # Lower layers first; a module may import only from its own layer or the layers before it.
 LAYERS: list[list[str]] = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DOCS = sorted((REPO / "docs").glob("*.md")) + [REPO / "README.md"]
 
 # a path under a machine's own folders, as a word of its own (not the end of a URL or a relative path)
