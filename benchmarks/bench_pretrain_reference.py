@@ -159,9 +159,9 @@ def ours(args: argparse.Namespace, run_dir: Path) -> dict:
     cmd = [
         sys.executable, "-m", "albert_lm.cli.main", "pretrain", "--recipe", "demo", "--data-dir", args.data,
         "--run-dir", str(run_dir), "--set", f"run.max_time_minutes={args.minutes}",
-        "--set", f"schedule.total_steps={steps}", "--set", f"schedule.warmup_steps={min(50, steps // 10)}",
+        "--set", f"schedule.train_steps={steps}", "--set", f"schedule.warmup_steps={min(50, steps // 10)}",
         "--set", f"run.threads={args.threads}", "--set", "run.eval_every=null", "--set", "run.save_every=null",
-        "--set", "run.progress_bar=false", "--set", f"run.seed={args.seed}",
+        "--set", "run.progress=false", "--set", f"run.seed={args.seed}",
     ]  # fmt: skip
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)  # the log lines go to stderr
     result = json.loads((run_dir / "result.json").read_text())

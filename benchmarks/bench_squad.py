@@ -122,7 +122,7 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
     torch.manual_seed(args.seed)  # dropout masks
     trainer = Trainer.for_finetuning(
         model,
-        optim=OptimSettings(name="adamw", lr=args.lr, weight_decay=0.01),
+        optim=OptimSettings(optimizer="adamw", learning_rate=args.lr, weight_decay=0.01),
         total_steps=steps,
         warmup_steps=int(0.1 * steps),
         config=TrainerConfig(
@@ -132,7 +132,7 @@ def _train(model: Any, features: list, task: Any, args: argparse.Namespace, run_
             eval_at_end=False,
             save_at_end=False,
             log_every=max(1, steps // 10),
-            progress_bar=False,
+            progress=False,
         ),
         run_dir=run_dir,
     )

@@ -91,7 +91,7 @@ def worker(
                 max_steps=n,
                 precision=precision,
                 log_every=10,
-                progress_bar=False,
+                progress=False,
                 save_at_end=False,
                 device="cpu",
             )

@@ -315,7 +315,7 @@ def main() -> int:
         if (run_dir / "checkpoints").exists():
             albert("pretrain", "--resume", str(run_dir), *common)
         else:
-            cap = ("--set", f"schedule.total_steps={args.steps}") if args.steps else ()
+            cap = ("--set", f"schedule.train_steps={args.steps}") if args.steps else ()
             # a run dir without checkpoints: a run stopped before its first one, started over
             again = ("--overwrite",) if run_dir.exists() else ()
             albert(

@@ -176,10 +176,10 @@ def pretrain_variant(work: Path, data_dir: Path, variant: str, args: argparse.Na
     settings of ``variant`` (``name:key=value,key=value``; plain ``name``: none) changed."""
     name, _, changes = variant.partition(":")
     run = work / "pretrain" / name
-    sets = [f"optim.lr={LR}", "optim.head_lr_scale=10", *STUDY_SETTINGS, "schedule.by=steps",
-            f"schedule.total_steps={args.pretrain_steps}", f"schedule.warmup_steps={max(1, args.pretrain_steps // 10)}",
+    sets = [f"optim.learning_rate={LR}", "optim.head_lr_scale=10", *STUDY_SETTINGS, "schedule.by=steps",
+            f"schedule.train_steps={args.pretrain_steps}", f"schedule.warmup_steps={max(1, args.pretrain_steps // 10)}",
             "run.max_time_minutes=null", "run.threads=1", "run.log_every=10", "run.save_every=null",
-            "run.progress_bar=false", "run.seed=1", *(c for c in changes.split(",") if c)]  # fmt: skip
+            "run.progress=false", "run.seed=1", *(c for c in changes.split(",") if c)]  # fmt: skip
     cmd = ["pretrain", "--recipe", "demo", "--model", str(MINILM), "--data-dir", str(data_dir),
            "--tokenizer", str(MINILM), "--output", str(run), *(a for kv in sets for a in ("--set", kv))]  # fmt: skip
     COMMANDS.append(shlex.join(("albert", *cmd)))

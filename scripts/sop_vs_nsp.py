@@ -134,11 +134,11 @@ def pretrain(work: Path, dirs: dict[tuple[str, str], Path], args: argparse.Names
             name = f"{task}-seed{seed}"
             run = runs[name] = work / "pretrain" / name
             common = ["--set", f"run.max_time_minutes={args.minutes}", "--set", f"run.threads={args.threads}",
-                      "--set", "run.progress_bar=false"]  # fmt: skip
+                      "--set", "run.progress=false"]  # fmt: skip
             # no evaluation during training (each costs a minute of these shared cores); the curves are
             # the training accuracies, logged every 5 steps, and the held-out figures come from evaluate()
             fresh = ["pretrain", "--recipe", "demo", "--model", str(MINILM), "--data-dir", str(dirs[(task, "train")]),
-                     "--tokenizer", str(MINILM), "--output", str(run), "--set", f"optim.lr={LR}",
+                     "--tokenizer", str(MINILM), "--output", str(run), "--set", f"optim.learning_rate={LR}",
                      "--set", f"optim.head_lr_scale={args.head_lr_scale:g}", "--set", f"run.seed={seed}", "--set", "run.log_every=5", "--set", "run.save_every=50",
                      *(a for kv in STUDY_SETTINGS for a in ("--set", kv)), *common]  # fmt: skip
             if (run / "result.json").exists():

@@ -66,7 +66,7 @@ def pretrained_model(work: Path, args: argparse.Namespace) -> Path:
         run_albert(*prep)
     pre = ("pretrain", "--recipe", "demo-zh", "--data-dir", str(data), "--tokenizer", str(VOCAB), "--output",
            str(run), "--set", f"run.max_time_minutes={args.minutes:g}", "--set", "run.eval_every=null",
-           "--set", "run.progress_bar=false")  # fmt: skip
+           "--set", "run.progress=false")  # fmt: skip
     if (run / "model" / "config.json").exists():
         COMMANDS.append(shlex.join(("albert", *pre)))
     elif (run / "checkpoints").exists():

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         log_every=1,
         save_every=args.save_every,
         keep_last=2,
-        progress_bar=False,
+        progress=False,
         spike_rollback=args.spike_rollback,
     )
     trainer = Trainer(model, opt, sched, cfg, run_dir=args.run_dir, data_state=stream, dist=info)

@@ -107,7 +107,7 @@ def coerce(value: Any, tp: Any, where: str) -> Any:
     ``inf`` trains a model of NaNs and exits 0).
 
     Raises:
-        FieldError: naming ``where`` (e.g. ``"--optim.lr"`` or ``"run.yaml: optim.lr"``).
+        FieldError: naming ``where`` (e.g. ``"--optim.learning_rate"`` or ``"run.yaml: optim.learning_rate"``).
     """
     base, optional = split_optional(tp)
     takes_the_word = base is str or (get_origin(base) is Literal and "none" in get_args(base))

@@ -52,7 +52,7 @@ def _run_smoke(root: Path) -> list[dict[str, float]]:
     # fp32_linear fixed to torch's GEMM: auto measures at start-up and could pick oneDNN on a loaded machine
     _albert(
         "pretrain", "--recipe", "smoke", "--data-dir", str(root / "data"), "--tokenizer", str(root / "tok"),
-        "--run-dir", str(root / "run"), "--set", "schedule.total_steps=20", "--set", "run.eval_every=null",
+        "--run-dir", str(root / "run"), "--set", "schedule.train_steps=20", "--set", "run.eval_every=null",
         "--set", "run.save_every=null", "--set", "run.precision=fp32", "--set", "run.fp32_linear=torch",
         "--set", "run.seed=12345",
         "--set", "run.log_every=1",

@@ -73,7 +73,7 @@ def data_dir(tmp_path_factory) -> Path:
 def pretrain_args(data: Path, run_dir: Path) -> list[str]:
     return [
         "pretrain", "--recipe", "smoke", "--data-dir", str(data / "data"), "--tokenizer", str(data / "tok"),
-        "--run-dir", str(run_dir), "--set", f"schedule.total_steps={STEPS}", "--set", "run.save_every=5",
+        "--run-dir", str(run_dir), "--set", f"schedule.train_steps={STEPS}", "--set", "run.save_every=5",
         "--set", "run.eval_every=null", "--set", "run.keep_last=2", "--set", "run.precision=fp32",
         # the straight and the killed run are two processes: auto would measure the fp32 linear library in
         # each and could pick two (bit-different) ones on a loaded machine; a resume keeps its checkpoint's
@@ -99,7 +99,7 @@ def test_sigkill_then_resume_reproduces_the_losses_bit_for_bit(data_dir, tmp_pat
 # the time schedule's run: a budget of STEPS seconds of training, 1 s per batch (fake clock), a step cap
 # far beyond it, warmup 10% of the budget
 TIME_BUDGET = ["--set", f"run.max_time_minutes={STEPS / 60}", "--set", "schedule.by=time",
-               "--set", "schedule.total_steps=100000", "--set", "schedule.warmup_fraction=0.1"]  # fmt: skip
+               "--set", "schedule.train_steps=100000", "--set", "schedule.warmup_fraction=0.1"]  # fmt: skip
 
 
 def test_sigkill_then_resume_with_the_time_schedule_is_exact(data_dir, tmp_path):

@@ -51,7 +51,7 @@ before any data is read: `albert finetune: error: --flag: reason[; --flag: reaso
 
 
 def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
-    """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.lr``), helped by the
+    """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.learning_rate``), helped by the
     field's docstring; a flag not given keeps the preset."""
     from albert_lm.finetune.config import FLAT_NAMES, SECTIONS
 
@@ -82,8 +82,8 @@ def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
                 given.setdefault(section, {}).update(values)
     schedule = given.get("schedule", {})
     derived: dict[str, Any] = {}
-    if "epochs" in given.get("finetune", {}) and schedule.get("total_steps") is None:
-        derived = {"total_steps": None, "warmup_steps": schedule.get("warmup_steps")}
+    if "epochs" in given.get("finetune", {}) and schedule.get("train_steps") is None:
+        derived = {"train_steps": None, "warmup_steps": schedule.get("warmup_steps")}
     if "warmup_fraction" in schedule:
         derived.setdefault("warmup_steps", schedule.get("warmup_steps"))
     cfg = preset
@@ -152,7 +152,7 @@ def _run_task(args: argparse.Namespace) -> int:
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     _check_run_flags(args)
-    output = flat_values(args)["run"]["run_dir"]
+    output = flat_values(args)["run"]["output"]
     if not args.print_config:  # before reading any data
         check_output_dir(output, resume=args.resume, overwrite=args.overwrite, init=args.init)
     # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
@@ -170,7 +170,7 @@ def _run_task(args: argparse.Namespace) -> int:
     result = finetune(
         task,
         args.init,
-        str(cfg.run.run_dir),
+        str(cfg.run.output),
         cfg,
         train_limit=args.train_limit,
         predict_test=not args.no_test,
@@ -188,7 +188,7 @@ def _run_task(args: argparse.Namespace) -> int:
 
 
 def flag_of(name: str) -> str:
-    """The flag that sets ``section.field`` (``optim.lr`` -> ``--learning-rate``), else its ``--set``."""
+    """The flag that sets ``section.field`` (``optim.learning_rate`` -> ``--learning-rate``), else its ``--set``."""
     from albert_lm.finetune.config import FLAT_NAMES
 
     flat = next((k for k, v in FLAT_NAMES.items() if v == name), None)

@@ -1,6 +1,6 @@
 """Dataclass -> argparse: one flag per field, typed by the field's annotation, helped by its docstring.
 
-The one mechanism behind ``albert pretrain``'s ``--optim.lr`` flags and ``albert finetune``'s
+The one mechanism behind ``albert pretrain``'s ``--optim.learning_rate`` flags and ``albert finetune``'s
 ``--learning-rate`` flags (see `albert_lm._fields`). A flag that is not given leaves no attribute behind
 (``argparse.SUPPRESS``), so `given_values` returns exactly what the user set, ``None`` included
 (``--train-steps null``).
@@ -19,7 +19,7 @@ logger = logging.getLogger("albert_lm.cli")
 
 
 def _flag(prefix: str, name: str, style: str) -> str:
-    if style == "dotted":  # --optim.lr
+    if style == "dotted":  # --optim.learning_rate
         return f"--{prefix}.{name}" if prefix else f"--{name}"
     return "--" + (f"{prefix}-{name}" if prefix else name).replace("_", "-")  # --learning-rate
 
@@ -49,7 +49,7 @@ def add_dataclass_flags(
     Args:
         parser: the parser or argument group to add to.
         prefix: the section name (``"optim"``) put before each field name.
-        style: ``"dashed"`` (``--learning-rate``) or ``"dotted"`` (``--optim.lr``).
+        style: ``"dashed"`` (``--learning-rate``) or ``"dotted"`` (``--optim.learning_rate``).
         exclude: fields without a flag.
         show_defaults: end each help with the field's default; False where the defaults come from
             elsewhere (``albert finetune``: the task's preset).
@@ -98,7 +98,7 @@ def add_flat_flags(
     old: dict[str, tuple[str, ...]] | None = None,
     required: tuple[str, ...] = (),
 ) -> None:
-    """One dashed flag per entry of ``flags`` (``{"learning_rate": "optim.lr"}`` -> ``--learning-rate``),
+    """One dashed flag per entry of ``flags`` (``{"learning_rate": "optim.learning_rate"}`` -> ``--learning-rate``),
     typed by the field it sets and helped by its docstring; `flat_values` reads them back by section.
 
     Args:
@@ -131,7 +131,7 @@ def add_flat_flags(
         )
 
 
-FLAT_DEST = "flag:"  # the namespace attributes of `add_flat_flags`: "flag:optim.lr"
+FLAT_DEST = "flag:"  # the namespace attributes of `add_flat_flags`: "flag:optim.learning_rate"
 
 
 def flat_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:

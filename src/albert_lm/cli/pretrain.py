@@ -15,7 +15,7 @@ original run_pretraining.py. The configuration is a recipe, then a config file, 
 
   albert pretrain --recipe smoke --data-dir data/pretrain --output runs/smoke
   albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --run.micro_batch_size 64 --run.precision bf16
-  albert pretrain --config run.yaml --set optim.lr=1e-3 --print-config   # YAML, readable by --config
+  albert pretrain --config run.yaml --set optim.learning_rate=1e-3 --print-config   # YAML, readable by --config
   albert pretrain --resume runs/smoke                      # continue exactly where it stopped
   albert pretrain --recipe smoke --data-dir data/pretrain --output runs/smoke --overwrite   # start it over
   albert pretrain --recipe demo --model data/minilm --data-dir D --tokenizer data/minilm   # from released weights
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "this flag or --resume, a non-empty run directory is an error)",
     )
     add_flat_flags(p, {**FLAGS, **SHARED_FLAGS}, SECTIONS, old=OLD)
-    for section, cls in SECTIONS.items():  # --optim.lr, --run.precision, ...: one flag per field
+    for section, cls in SECTIONS.items():  # --optim.learning_rate, --run.precision, ...: one flag per field
         add_dataclass_flags(p.add_argument_group(f"{section} options"), cls, prefix=section, style="dotted")
 
 
@@ -93,7 +93,7 @@ def resolve(args: argparse.Namespace) -> Any:
     for section, cls in SECTIONS.items():
         flags.setdefault(section, {}).update(given_values(args, cls, prefix=section))
     if isinstance(args.resume, str):
-        flags.setdefault("run", {})["run_dir"] = args.resume
+        flags.setdefault("run", {})["output"] = args.resume
     cfg = apply_dict(cfg, flags, "flags")
     cfg = apply_dict(cfg, parse_assignments(args.set), "--set")
     cfg.validate()
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from albert_lm.finetune.rundir import check_output_dir, replacing
     from albert_lm.pretrain.run import pretrain
 
-    run_dir = str(cfg.run.run_dir)  # validate() refused none
+    run_dir = str(cfg.run.output)  # validate() refused none
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
     # a fresh run in an earlier run's directory appended to its metrics.jsonl and mixed the checkpoints
     check_output_dir(run_dir, resume=bool(args.resume), overwrite=args.overwrite, init=cfg.model.init_from)

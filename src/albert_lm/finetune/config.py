@@ -37,7 +37,7 @@ class FinetuneOptions:
     batch_size: int = 32
     """Examples per optimizer step (global, across processes)."""
     epochs: float = 3.0
-    """Passes over the training set when train_steps (schedule.total_steps) is null."""
+    """Passes over the training set when train_steps (schedule.train_steps) is null."""
     max_seq_length: int = 512
     """Maximum tokens per sequence (the original's max_seq_length; SQuAD windows longer paragraphs)."""
     classifier_dropout: float = 0.1
@@ -65,9 +65,9 @@ class FinetuneOptions:
 # 16 at lr 5e-5 (warmup 6, seq 48, seed 1, fp32), held-out accuracy 0.78 with adamw_original vs 0.59 with
 # adamw (one seed; measured for issue 15). Hence the original's AdamWeightDecayOptimizer (adamw_original).
 FINETUNE_DEFAULTS: dict[str, dict[str, Any]] = {
-    "optim": {"name": "adamw_original", "lr": 2e-5},
+    "optim": {"optimizer": "adamw_original", "learning_rate": 2e-5},
     # train_steps null: epochs; warmup: 10% of the steps (original run_classifier.py warmup_proportion)
-    "schedule": {"total_steps": None, "warmup_steps": None, "warmup_fraction": 0.1},
+    "schedule": {"train_steps": None, "warmup_steps": None, "warmup_fraction": 0.1},
     # A checkpoint every 10 minutes of training: a killed fine-tune loses at most that much whatever its step
     # speed, and a short one (most on a GPU) writes only its final one; a resume needs only the newest.
     "run": {"seed": 42, "log_every": None, "eval_every": None, "save_every": None, "save_every_minutes": 10.0,
@@ -102,7 +102,7 @@ class FinetuneConfig:
     pretraining (``optim``, ``schedule``, ``run``) at fine-tuning's values (`FINETUNE_DEFAULTS`). Task
     presets (e.g. `albert_lm.tasks.glue.SPECS`) set values from the original's tables by their flat names,
     the flags of `albert finetune` (`FLAT_NAMES`: ``FinetuneConfig(learning_rate=3e-5, train_steps=800)``),
-    which also read through (``cfg.learning_rate`` is ``cfg.optim.lr``)."""
+    which also read through (``cfg.learning_rate`` is ``cfg.optim.learning_rate``)."""
 
     finetune: FinetuneOptions
     optim: OptimSettings

@@ -186,7 +186,7 @@ def _finetune(
         logger.info(
             "fine-tuning %s from %s: %d steps (%.2f epochs of %d batches), warmup %d, lr %g, batch %d",
             task.name, init, total_steps, total_steps / steps_per_epoch, steps_per_epoch, warmup_steps,
-            cfg.optim.lr, cfg.finetune.batch_size,
+            cfg.optim.learning_rate, cfg.finetune.batch_size,
         )  # fmt: skip
         result = trainer.fit(batches, resume=resume or None)
         return _conclude(task, model, result, dev, plan, tokenizer, cfg, out, predict_test, dist.is_main)

@@ -128,12 +128,12 @@ def _fused_adamw_applies(params: Sequence[torch.Tensor]) -> bool:
 class OptimizerSettings(Protocol):
     """What `build_training` reads of `albert_lm.train.settings.OptimSettings`."""
 
-    name: str
-    lr: float
+    optimizer: str
+    learning_rate: float
     weight_decay: float
     beta1: float
     beta2: float
-    eps: float
+    adam_epsilon: float
     head_lr_scale: float
 
 
@@ -174,15 +174,15 @@ def build_training(
                 "pooler on top to scale"
             )
         logger.info("optim.head_lr_scale %g: %s train at lr %g", scale, ", ".join(f"{p}*" for p in heads),
-                    optim.lr * scale)  # fmt: skip
+                    optim.learning_rate * scale)  # fmt: skip
         lr_scales = {**dict.fromkeys(heads, scale), **(lr_scales or {})}
     optimizer = build_optimizer(
         model,
-        optim.name,
-        optim.lr,
+        optim.optimizer,
+        optim.learning_rate,
         weight_decay=optim.weight_decay,
         betas=(optim.beta1, optim.beta2),
-        eps=optim.eps,
+        eps=optim.adam_epsilon,
         lr_scales=lr_scales,
     )
     if schedule.by == "time":

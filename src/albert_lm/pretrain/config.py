@@ -10,8 +10,8 @@ order, later wins:
 2. a config file (``--config run.json`` or a YAML-style ``run.yaml``, see
    `albert_lm.train.settings.parse_yaml_subset`) holding any subset of the sections;
 3. flags: the shared flat ones (``--learning-rate``, ``--seed``: `albert_lm.train.settings.SHARED_FLAGS`),
-   ``--optim.lr 1e-3`` (one per field, generated from the dataclasses by `albert_lm.cli.options`, with the
-   string under each field as its help), then ``--set optim.lr=1e-3``.
+   ``--optim.learning_rate 1e-3`` (one per field, generated from the dataclasses by `albert_lm.cli.options`, with the
+   string under each field as its help), then ``--set optim.learning_rate=1e-3``.
 
 Values are checked against the field types by `albert_lm._fields.coerce` and the rules of
 `albert_lm.train.settings`; a bad one is an `albert_lm.config.ConfigError` that names the file (or flag) and the
@@ -102,7 +102,7 @@ class PretrainRun(RunSettings):
 
 
 def _pretrain_run() -> PretrainRun:
-    return PretrainRun(run_dir="runs/pretrain")  # a value of the shared field, for a run given no --output
+    return PretrainRun(output="runs/pretrain")  # a value of the shared field, for a run given no --output
 
 
 @dataclass
@@ -150,7 +150,7 @@ class PretrainConfig:
             if not ok:
                 out.append((name, reason))
 
-        need(bool(r.run_dir), "run.run_dir", "is required (the run directory, flag --output)")
+        need(bool(r.output), "run.output", "is required (the run directory, flag --output)")
         need(r.global_batch_size >= 1, "run.global_batch_size", "must be at least 1")
         need(
             r.micro_batch_size is None or r.micro_batch_size >= 1,
@@ -159,12 +159,12 @@ class PretrainConfig:
         )
         need(r.eval_batches >= 1, "run.eval_batches", "must be at least 1")
         need(r.log_every is not None, "run.log_every", "may not be null in pretraining (no epochs)")
-        need(s.total_steps is not None, "schedule.total_steps", "may not be null in pretraining (no epochs)")
+        need(s.train_steps is not None, "schedule.train_steps", "may not be null in pretraining (no epochs)")
         # by=time lays the warmup over the time budget (warmup_fraction): warmup_steps is not used then, and a
         # step cap below the settings' default 3125 (`scripts/demo.py --steps 1`) is no error
-        if s.by == "steps" and s.total_steps is not None and s.warmup_steps is not None:
-            need(s.warmup_steps <= s.total_steps, "schedule.warmup_steps",
-                 f"must be in [0, total_steps={s.total_steps}], got {s.warmup_steps}")  # fmt: skip
+        if s.by == "steps" and s.train_steps is not None and s.warmup_steps is not None:
+            need(s.warmup_steps <= s.train_steps, "schedule.warmup_steps",
+                 f"must be in [0, train_steps={s.train_steps}], got {s.warmup_steps}")  # fmt: skip
         need(s.by != "time" or (r.max_time_minutes or 0) > 0, "schedule.by",
              "time needs a time budget: run.max_time_minutes > 0")  # fmt: skip
         need(m.mlm_bias_init in MLM_BIAS_INITS, "model.mlm_bias_init",
@@ -201,7 +201,7 @@ class PretrainConfig:
     def trainer_config(self, grad_accum_steps: int, device: str, evaluate: bool) -> TrainerConfig:
         """The loop's options for this run (``evaluate``: a held-out set is given)."""
         r = self.run
-        total = self.schedule.total_steps
+        total = self.schedule.train_steps
         assert total is not None and r.log_every is not None  # validate() refuses null
         return TrainerConfig.from_settings(
             r,
@@ -219,7 +219,7 @@ PATH_FIELDS = (
     ("data", "data_dir"),
     ("data", "eval_data_dir"),
     ("data", "tokenizer"),
-    ("run", "run_dir"),
+    ("run", "output"),
 )
 
 SECTIONS: dict[str, type] = {
@@ -238,8 +238,8 @@ def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
     # pinned it padded shards prepared at 128 to 512 without a word (issue 23).
     return {
         "model": {"preset": f"albert-{size}-v2", "overrides": model_overrides},
-        "optim": {"name": "lamb", "lr": 0.00176},
-        "schedule": {"total_steps": 125_000, "warmup_steps": 3125},
+        "optim": {"optimizer": "lamb", "learning_rate": 0.00176},
+        "schedule": {"train_steps": 125_000, "warmup_steps": 3125},
         "run": {"global_batch_size": 4096, "save_every": 5000, "keep_last": 5},
     }
 
@@ -257,7 +257,7 @@ RECIPES: dict[str, dict[str, Any]] = {
     # Precision: the default, auto: bf16 autocast (fp32 master weights) where the CPU has avx512_bf16 / AMX,
     # about 2x the fp32 speed there; fp32 on CPUs without, where bf16 is ~19x slower (issue 17).
     # Schedule: over the 10 minutes of training time (by=time, warmup 6% = 36 s, about the 50 steps of the
-    # earlier step recipe), so the lr reaches 0 at the budget whatever the machine's speed; total_steps only
+    # earlier step recipe), so the lr reaches 0 at the budget whatever the machine's speed; train_steps only
     # caps the steps (about 1,000 fit in 10 minutes on 2 cores).
     # Budget knobs kept after the study of docs/transfer.md (same tokens, held-out masked-LM loss and the
     # polarity probe): the masked-LM output bias starts at the label frequencies (mlm_bias_init unigram: the
@@ -266,12 +266,12 @@ RECIPES: dict[str, dict[str, Any]] = {
     # 2022), max 40 predictions: held-out masked-LM loss 6.274 vs 6.390 after the same 6.55M tokens.
     "demo": {
         "model": {"preset": "albert-small", "mlm_bias_init": "unigram"},
-        "optim": {"name": "adamw", "lr": 0.001},
-        "schedule": {"by": "time", "total_steps": 100_000},
+        "optim": {"optimizer": "adamw", "learning_rate": 0.001},
+        "schedule": {"by": "time", "train_steps": 100_000},
         "data": {"masking": "dynamic", "masked_lm_prob": 0.3, "max_predictions_per_seq": 40},
         "run": {
             "global_batch_size": 16,
-            "run_dir": "runs/demo",
+            "output": "runs/demo",
             "max_time_minutes": 10.0,
             "log_every": 10,
             "eval_every": 200,
@@ -284,18 +284,18 @@ RECIPES: dict[str, dict[str, Any]] = {
     # Seconds: the tiny preset, a few steps, every feature on (eval, checkpoints).
     "smoke": {
         "model": {"preset": "albert-tiny"},
-        "optim": {"name": "lamb", "lr": 0.01},
-        "schedule": {"total_steps": 20, "warmup_steps": 2},
+        "optim": {"optimizer": "lamb", "learning_rate": 0.01},
+        "schedule": {"train_steps": 20, "warmup_steps": 2},
         "run": {
             "global_batch_size": 8,
-            "run_dir": "runs/smoke",
+            "output": "runs/smoke",
             "log_every": 1,
             "eval_every": 10,
             "eval_batches": 2,
             "eval_batch_size": 8,
             "save_every": 10,
             "keep_last": 2,
-            "progress_bar": False,
+            "progress": False,
         },
     },
 }
@@ -319,7 +319,7 @@ def _derived(base: str, **sections: dict[str, Any]) -> dict[str, Any]:
 RECIPES["demo-zh"] = _derived(
     "demo",
     data={"masking": "dynamic", "masked_lm_prob": None, "max_predictions_per_seq": None},
-    run={"run_dir": "runs/demo-zh", "global_batch_size": 32},
+    run={"output": "runs/demo-zh", "global_batch_size": 32},
 )
 
 

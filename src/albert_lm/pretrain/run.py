@@ -201,8 +201,8 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     cfg.validate()
     if not cfg.data.data_dir:
         raise ConfigError("data.data_dir is required (a DATA_DIR made by `albert prepare`; flag --data-dir)")
-    if not cfg.run.run_dir:
-        raise ConfigError("run.run_dir is required (the run directory; flag --output)")
+    if not cfg.run.output:
+        raise ConfigError("run.output is required (the run directory; flag --output)")
     if cfg.run.threads:
         torch.set_num_threads(cfg.run.threads)
     keep_freed_memory()  # each step's large tensors reuse freed memory (albert_lm.runtime.allocator)
@@ -210,7 +210,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
     rank_zero_logging(info)
     try:
         # one run at a time in a run directory (rank 0 writes it); released however the process ends
-        with lock_dir(cfg.run.run_dir) if info.is_main else contextlib.nullcontext():
+        with lock_dir(cfg.run.output) if info.is_main else contextlib.nullcontext():
             return _run(cfg, cfg.data.data_dir, info, resume)
     finally:
         destroy_distributed()
@@ -219,7 +219,7 @@ def pretrain(cfg: PretrainConfig, resume: bool = False) -> TrainResult:
 def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> TrainResult:
     from albert_lm.data import PretrainingDataset
 
-    run_dir = Path(cfg.run.run_dir or "")  # pretrain() refused an empty one
+    run_dir = Path(cfg.run.output or "")  # pretrain() refused an empty one
     micro, accum = cfg.grad_accum_steps(info.world_size)
     tokenizer = _load_tokenizer(cfg.data.tokenizer)
     model, seq = _build_model(cfg, data_dir, info.rank)
@@ -432,7 +432,7 @@ def _optimizer(cfg: PretrainConfig, model: nn.Module) -> tuple[torch.optim.Optim
     from albert_lm.optim import build_training
 
     o, s = cfg.optim, cfg.schedule
-    assert s.total_steps is not None  # validate() refuses null in pretraining
+    assert s.train_steps is not None  # validate() refuses null in pretraining
     total, warmup = s.steps()
     budget_s = float(cfg.run.max_time_minutes or 0) * 60 or None
     return build_training(model, o, s, total_steps=total, warmup_steps=warmup, budget_s=budget_s)
@@ -454,8 +454,8 @@ def _log_start(
         accum,
         info.world_size,
         seq,
-        cfg.optim.name,
-        cfg.optim.lr,
+        cfg.optim.optimizer,
+        cfg.optim.learning_rate,
         steps,
     )
     if cfg.schedule.by == "time":

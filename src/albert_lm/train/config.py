@@ -67,7 +67,7 @@ class TrainerConfig:
     max_time_s: float | None = None
     """Wall-clock budget of training time (summed over resumed runs; evaluation excluded); then checkpoint
     and stop."""
-    progress_bar: bool = _RUN.progress_bar
+    progress: bool = _RUN.progress
     tensorboard: bool = True
     """Also log to RUN_DIR/tb when the tensorboard package is installed."""
     find_unused_parameters: bool = False

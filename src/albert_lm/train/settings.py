@@ -7,7 +7,7 @@ defaults are the original pretraining's (google-research/albert run_pretraining.
 fine-tuning's values (AdamWeightDecayOptimizer at 2e-5, seed 42, ...) are a preset of values over the
 same fields (`albert_lm.finetune.config.FINETUNE_DEFAULTS`), never fields of its own.
 
-The same flags set them in both commands: `SHARED_FLAGS` (``--learning-rate`` -> ``optim.lr``), and
+The same flags set them in both commands: `SHARED_FLAGS` (``--learning-rate`` -> ``optim.learning_rate``), and
 ``--set SECTION.FIELD=VALUE``, ``--config FILE`` (JSON, or the YAML subset of `parse_yaml_subset`) and
 ``--print-config`` (that YAML) work alike in both.
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -33,6 +34,8 @@ from albert_lm._fields import FieldError, coerce, field_types, parse_value
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.config import ConfigError
 from albert_lm.runtime.choices import CPU_ATTENTIONS, FP32_LINEARS, PRECISIONS
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "FP32_LINEARS",
@@ -57,11 +60,11 @@ SCHEDULE_BY = ("steps", "time")
 
 @dataclass
 class OptimSettings:
-    name: str = "lamb"
+    optimizer: str = "lamb"
     """lamb | adamw | adamw_original (original run_pretraining.py: lamb). adamw_original is the original
     optimization.py AdamWeightDecayOptimizer, without Adam's bias correction (what run_glue.sh, run_squad
     and run_race fine-tune with); adamw is torch.optim.AdamW, with it"""
-    lr: float = 0.00176
+    learning_rate: float = 0.00176
     """peak learning rate (paper Sec. 4.1: 0.00176 for batch 4096)"""
     weight_decay: float = 0.01
     """decoupled weight decay, LayerNorm and biases excluded (original optimization.py: 0.01)"""
@@ -69,7 +72,7 @@ class OptimSettings:
     """Adam / LAMB beta1 (original: 0.9)"""
     beta2: float = 0.999
     """Adam / LAMB beta2 (original: 0.999)"""
-    eps: float = 1e-6
+    adam_epsilon: float = 1e-6
     """Adam / LAMB epsilon (original optimization.py: 1e-6)"""
     max_grad_norm: float | None = 1.0
     """global-norm gradient clipping (original optimization.py: clip_by_global_norm 1.0); null: none"""
@@ -83,7 +86,7 @@ class OptimSettings:
 
 @dataclass
 class ScheduleSettings:
-    total_steps: int | None = 125_000
+    train_steps: int | None = 125_000
     """optimizer steps of the schedule: the lr reaches 0 here (paper: 125,000); fine-tuning: null trains
     finetune.epochs passes over the training set"""
     warmup_steps: int | None = 3125
@@ -96,30 +99,30 @@ class ScheduleSettings:
     start_warmup_step: int = 0
     """original start_warmup_step"""
     by: str = "steps"
-    """steps | time: lay warmup and decay over optimizer steps (total_steps, warmup_steps: the paper's) or
+    """steps | time: lay warmup and decay over optimizer steps (train_steps, warmup_steps: the paper's) or
     over training time (run.max_time_minutes, warmup_fraction; academic-budget BERT, Izsak et al. 2021), so
-    that a run stopped by its time budget ends at lr ~0. time: total_steps only caps the steps, and the lr,
+    that a run stopped by its time budget ends at lr ~0. time: train_steps only caps the steps, and the lr,
     hence the losses, depend on the machine's speed, so reruns are not bit-identical (a resumed run
     continues from its saved training time); steps (the default) reproduces a run exactly"""
 
     def steps(self, epoch_steps: float | None = None) -> tuple[int, int]:
-        """(total optimizer steps, warmup steps): ``total_steps``, or when it is null ``epoch_steps`` (the
+        """(total optimizer steps, warmup steps): ``train_steps``, or when it is null ``epoch_steps`` (the
         steps of fine-tuning's epochs, ``epochs * examples / batch size``) rounded up; the warmup as
         ``warmup_steps`` says, at most the total."""
-        if self.total_steps is not None:
-            total = self.total_steps
+        if self.train_steps is not None:
+            total = self.train_steps
         elif epoch_steps is not None:
             total = max(1, math.ceil(epoch_steps))
         else:
-            raise ConfigError("schedule.total_steps: null needs epochs over a training set (fine-tuning)")
+            raise ConfigError("schedule.train_steps: null needs epochs over a training set (fine-tuning)")
         warmup = self.warmup_steps if self.warmup_steps is not None else int(self.warmup_fraction * total)
         return total, min(warmup, total)
 
 
 @dataclass
 class RunSettings:
-    run_dir: str | None = None
-    """the run directory (flag --output): metrics.jsonl, checkpoints/ and the run's config go here"""
+    output: str | None = None
+    """the run directory: metrics.jsonl, checkpoints/ and the run's config go here"""
     max_steps: int | None = None
     """stop after this many optimizer steps (default: the schedule's)"""
     max_time_minutes: float | None = None
@@ -169,8 +172,8 @@ class RunSettings:
     """with spike_rollback: global batches skipped beyond those read up to the spike"""
     spike_max_rollbacks: int = 3
     """with spike_rollback: rollbacks in a run; the next spike stops it (TrainingDiverged)"""
-    progress_bar: bool = True
-    """a progress bar (flags --progress / --no-progress)"""
+    progress: bool = True
+    """a progress bar (--progress / --no-progress)"""
 
     def cross_field_problems(self, section: str) -> list[tuple[str, str]]:
         """``(section.field, reason)`` for the rules across this section's fields."""
@@ -184,14 +187,14 @@ class RunSettings:
 # flag name (dashes for underscores) -> section.field. `albert pretrain` also has --section.field for
 # every field (its config file's spelling).
 SHARED_FLAGS: dict[str, str] = {
-    "output": "run.run_dir",
-    "learning_rate": "optim.lr",
-    "optimizer": "optim.name",
+    "output": "run.output",
+    "learning_rate": "optim.learning_rate",
+    "optimizer": "optim.optimizer",
     "weight_decay": "optim.weight_decay",
-    "adam_epsilon": "optim.eps",
+    "adam_epsilon": "optim.adam_epsilon",
     "max_grad_norm": "optim.max_grad_norm",
     "head_lr_scale": "optim.head_lr_scale",
-    "train_steps": "schedule.total_steps",
+    "train_steps": "schedule.train_steps",
     "warmup_steps": "schedule.warmup_steps",
     "warmup_fraction": "schedule.warmup_fraction",
     "seed": "run.seed",
@@ -205,7 +208,19 @@ SHARED_FLAGS: dict[str, str] = {
     "max_time_minutes": "run.max_time_minutes",
     "save_every": "run.save_every",
     "save_every_minutes": "run.save_every_minutes",
-    "progress": "run.progress_bar",
+    "progress": "run.progress",
+}
+
+
+# Fields renamed to their flag's name: the old names still read (config files, --set, the run_config.json of
+# runs written before) with one warning.
+RENAMED_FIELDS: dict[str, str] = {
+    "optim.lr": "optim.learning_rate",
+    "optim.name": "optim.optimizer",
+    "optim.eps": "optim.adam_epsilon",
+    "schedule.total_steps": "schedule.train_steps",
+    "run.run_dir": "run.output",
+    "run.progress_bar": "run.progress",
 }
 
 
@@ -247,17 +262,17 @@ def rules_of(cls: type) -> list[Rule]:
 
 RULES: dict[type, list[Rule]] = {
     OptimSettings: [
-        ("name", _is_optimizer, "one of lamb, adamw, adamw_original"),
-        ("lr", at_least(0), "at least 0"),
+        ("optimizer", _is_optimizer, "one of lamb, adamw, adamw_original"),
+        ("learning_rate", at_least(0), "at least 0"),
         ("weight_decay", at_least(0), "at least 0"),
         ("beta1", lambda v: 0 <= v < 1, "in [0, 1)"),
         ("beta2", lambda v: 0 <= v < 1, "in [0, 1)"),
-        ("eps", above(0), "greater than 0"),
+        ("adam_epsilon", above(0), "greater than 0"),
         ("max_grad_norm", above(0), "greater than 0 (or null: no clipping)"),
         ("head_lr_scale", above(0), "greater than 0"),
     ],
     ScheduleSettings: [
-        ("total_steps", at_least(1), "at least 1 (or null: use epochs)"),
+        ("train_steps", at_least(1), "at least 1 (or null: use epochs)"),
         ("warmup_steps", at_least(0), "at least 0"),
         ("warmup_fraction", lambda v: 0 <= v <= 1, "between 0 and 1"),
         ("power", above(0), "greater than 0"),
@@ -326,11 +341,12 @@ def apply_dict(cfg: Any, raw: Any, source: str, sections: Mapping[str, type]) ->
     """A copy of the sectioned ``cfg`` with the sections / fields of ``raw`` set (unknown names are errors).
 
     Raises:
-        ConfigError: naming ``source`` and the field (``x.json: optim.lr: expected a number``).
+        ConfigError: naming ``source`` and the field (``x.json: optim.learning_rate: expected a number``).
     """
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: expected a mapping of sections {list(sections)}")
     out = copy.deepcopy(cfg)
+    seen_renamed: set[str] = set()
     for section, values in raw.items():
         if section not in sections:
             raise ConfigError(f"{source}: unknown section {section!r} (sections: {', '.join(sections)})")
@@ -339,6 +355,14 @@ def apply_dict(cfg: Any, raw: Any, source: str, sections: Mapping[str, type]) ->
         obj = getattr(out, section)
         types = field_types(type(obj))
         for key, value in values.items():
+            if (
+                f"{section}.{key}" in RENAMED_FIELDS
+                and RENAMED_FIELDS[f"{section}.{key}"] not in seen_renamed
+            ):
+                new = RENAMED_FIELDS[f"{section}.{key}"]
+                seen_renamed.add(new)
+                logger.warning("%s: %s.%s is now %s (the old name still works)", source, section, key, new)
+            key = RENAMED_FIELDS.get(f"{section}.{key}", f"{section}.{key}").partition(".")[2]
             if key not in types:
                 raise ConfigError(
                     f"{source}: unknown field {section}.{key} (fields of {section}: {', '.join(types)})"
@@ -404,7 +428,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]:
-    """``["optim.lr=1e-3", "run.precision=bf16"]`` -> ``{"optim": {"lr": 0.001}, "run": {...}}``."""
+    """``["optim.learning_rate=1e-3", "run.precision=bf16"]`` -> ``{"optim": {"learning_rate": 0.001}, "run": {...}}``."""
     out: dict[str, dict[str, Any]] = {}
     for item in items:
         key, eq, value = item.partition("=")

@@ -14,7 +14,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
 
     trainer = Trainer.for_finetuning(
         model,                                      # e.g. AlbertForSequenceClassification.from_pretrained(dir)
-        optim=OptimSettings(name="adamw", lr=2e-5), total_steps=5336, warmup_steps=320,  # warmup, linear decay
+        optim=OptimSettings(optimizer="adamw", learning_rate=2e-5), total_steps=5336, warmup_steps=320,  # warmup, linear decay
         config=TrainerConfig(max_steps=5336, grad_accum_steps=1, eval_every=500,
                              best_metric="eval_accuracy", best_mode="max", save_every=500, keep_last=1),
         run_dir="runs/sst2", eval_fn=evaluate, on_save=lambda d: tokenizer.save_pretrained(d))
@@ -267,7 +267,7 @@ class Trainer:
         stop: str | None = None
         with contextlib.ExitStack() as stack:
             stack.callback(self.metrics_log.flush)
-            cfg, show_bar = self.config, self.config.progress_bar and self.dist.is_main
+            cfg, show_bar = self.config, self.config.progress and self.dist.is_main
             bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s, self._by)
             self._bar = stack.enter_context(bar)
             stack.enter_context(stop_on_signals(self._request_stop))

@@ -180,7 +180,7 @@ def test_an_old_spelling_works_and_says_so_once(capsys, caplog, tmp_path) -> Non
                  "--print-config"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert warned() == ["--run-dir is deprecated; use --output", "--init is deprecated; use --model"]
-    assert f'run_dir: "{tmp_path / "r"}"' in out and 'init_from: "M"' in out
+    assert f'output: "{tmp_path / "r"}"' in out and 'init_from: "M"' in out
     argv = ["finetune", "glue", "--task", "sst2", "--data-dir", "G", "--output", str(tmp_path / "o"),
             "--print-config", "--seed", "7"]  # fmt: skip
     assert main([*argv, "--init", "M"]) == 0
@@ -194,10 +194,10 @@ def test_an_old_spelling_works_and_says_so_once(capsys, caplog, tmp_path) -> Non
 def test_set_is_repeatable_in_pretrain_and_params(capsys) -> None:
     from albert_lm.cli.main import main
 
-    assert main(["pretrain", "--recipe", "smoke", "--set", "optim.lr=0.5", "--set", "run.seed=3",
+    assert main(["pretrain", "--recipe", "smoke", "--set", "optim.learning_rate=0.5", "--set", "run.seed=3",
                  "run.log_every=4", "--print-config"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "lr: 0.5" in out and "seed: 3" in out and "log_every: 4" in out
+    assert "learning_rate: 0.5" in out and "seed: 3" in out and "log_every: 4" in out
 
 
 def test_none_is_a_value_where_the_field_takes_the_word(capsys) -> None:

@@ -31,9 +31,9 @@ def test_every_field_has_a_docstring_that_is_its_flag_help() -> None:
             if name.startswith(f"{section}."):
                 assert help_text == docs[name.partition(".")[2]].replace("%", "%%"), name
     # the preset's value is the default, not the field's: no default in the help
-    assert helps["schedule.total_steps"] == field_docs(SECTIONS["schedule"])["total_steps"]
+    assert helps["schedule.train_steps"] == field_docs(SECTIONS["schedule"])["train_steps"]
     assert "ALBERT DR" in helps["finetune.encoder_dropout"]
-    assert set(helps) == set(FLAT_NAMES.values()) - {"run.run_dir"}  # --output: the command's, required
+    assert set(helps) == set(FLAT_NAMES.values()) - {"run.output"}  # --output: the command's, required
 
 
 def test_replace_keeps_none() -> None:

@@ -123,11 +123,11 @@ def test_print_config_resolves_preset_and_overrides(
 
     assert main([*argv, "--output", "unused", "--print-config"]) == 0
     cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")  # the YAML of albert pretrain's
-    steps = (cfg["schedule"]["total_steps"], cfg["schedule"]["warmup_steps"])
-    assert (cfg["optim"]["lr"], cfg["finetune"]["batch_size"], *steps) == (3e-5, 32, 800, 200)
+    steps = (cfg["schedule"]["train_steps"], cfg["schedule"]["warmup_steps"])
+    assert (cfg["optim"]["learning_rate"], cfg["finetune"]["batch_size"], *steps) == (3e-5, 32, 800, 200)
     assert main([*argv, "--output", "unused", "--print-config", "--epochs", "2", "--batch-size", "8"]) == 0
     cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")
-    steps = (cfg["schedule"]["total_steps"], cfg["schedule"]["warmup_steps"])
+    steps = (cfg["schedule"]["train_steps"], cfg["schedule"]["warmup_steps"])
     assert (cfg["finetune"]["epochs"], cfg["finetune"]["batch_size"], *steps) == (2.0, 8, None, None)
 
 

@@ -43,7 +43,7 @@ def _first_step_sizes(scale: float) -> dict[str, float]:
     the pooler and the classifier of a tiny classification model at head_lr_scale ``scale``."""
     torch.manual_seed(0)
     model = AlbertForSequenceClassification(TINY, 2)
-    optim = OptimSettings(name="adamw", lr=1e-3, weight_decay=0.0, head_lr_scale=scale)
+    optim = OptimSettings(optimizer="adamw", learning_rate=1e-3, weight_decay=0.0, head_lr_scale=scale)
     opt, _ = build_training(model, optim, ScheduleSettings(), total_steps=10, warmup_steps=0)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     ids = torch.randint(5, 50, (4, 12))
@@ -75,7 +75,7 @@ def test_fine_tuning_trains_the_task_head_and_pooler_at_the_scaled_lr() -> None:
 
 
 def test_a_model_without_an_encoder_refuses_a_head_lr_scale() -> None:
-    optim = OptimSettings(name="adamw", lr=1e-3, head_lr_scale=10.0)
+    optim = OptimSettings(optimizer="adamw", learning_rate=1e-3, head_lr_scale=10.0)
     with pytest.raises(ValueError, match="optim.head_lr_scale 10: Linear has no albert.. encoder"):
         build_training(nn.Linear(2, 2), optim, ScheduleSettings(), total_steps=2, warmup_steps=0)
 

@@ -105,8 +105,8 @@ def test_the_pretraining_run_logs_the_spread(tmp_path: Path) -> None:
     prepare([WIKI_SAMPLE], tok, data, PrepareConfig(max_seq_length=32, dupe_factor=1, input_format="lines"))
     cfg = recipe("smoke")
     cfg.data.data_dir = cfg.data.eval_data_dir = str(data)
-    cfg.run.run_dir = str(tmp_path / "run")
-    cfg.schedule.total_steps = 4
+    cfg.run.output = str(tmp_path / "run")
+    cfg.schedule.train_steps = 4
     cfg.run.eval_every = 2
     pretrain(cfg)
     evals = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]

@@ -30,14 +30,18 @@ def test_paper_recipes_have_the_paper_numbers():
     for size in ("base", "large", "xlarge", "xxlarge"):
         cfg = recipe(f"albert-{size}")
         assert cfg.model.preset == f"albert-{size}-v2"
-        assert (cfg.run.global_batch_size, cfg.optim.name, cfg.optim.lr) == (4096, "lamb", 0.00176)
-        assert (cfg.schedule.total_steps, cfg.schedule.warmup_steps, cfg.schedule.power) == (
+        assert (cfg.run.global_batch_size, cfg.optim.optimizer, cfg.optim.learning_rate) == (
+            4096,
+            "lamb",
+            0.00176,
+        )
+        assert (cfg.schedule.train_steps, cfg.schedule.warmup_steps, cfg.schedule.power) == (
             125_000,
             3125,
             1.0,
         )
         assert cfg.data.max_seq_length is None  # the DATA_DIR's length, not a silent 512 (issue 23)
-        assert (cfg.optim.weight_decay, cfg.optim.eps, cfg.optim.max_grad_norm) == (0.01, 1e-6, 1.0)
+        assert (cfg.optim.weight_decay, cfg.optim.adam_epsilon, cfg.optim.max_grad_norm) == (0.01, 1e-6, 1.0)
     assert set(RECIPES) >= {"smoke", "demo"}
     assert recipe("demo").model.preset == "albert-small"
 
@@ -49,13 +53,13 @@ def test_precedence_recipe_then_file_then_flags(tmp_path):
         'model:\n  overrides: {"hidden_dropout_prob": 0.1}\n'
     )
     cfg = resolve(
-        ["--recipe", "albert-large", "--config", str(cfg_file), "--optim.lr", "0.004", "--set", "run.log_every=7",
+        ["--recipe", "albert-large", "--config", str(cfg_file), "--optim.learning_rate", "0.004", "--set", "run.log_every=7",
          "--data-dir", "D", "--run.compile"]
     )  # fmt: skip
     assert cfg.model.preset == "albert-large-v2"  # recipe
-    assert cfg.optim.name == "adamw" and cfg.run.precision == "bf16"  # file
+    assert cfg.optim.optimizer == "adamw" and cfg.run.precision == "bf16"  # file
     assert cfg.model.overrides == {"hidden_dropout_prob": 0.1}
-    assert cfg.optim.lr == 0.004 and cfg.run.log_every == 7  # flags
+    assert cfg.optim.learning_rate == 0.004 and cfg.run.log_every == 7  # flags
     assert cfg.data.data_dir == "D" and cfg.run.compile is True
 
 
@@ -70,20 +74,22 @@ def test_json_file_and_yaml_round_trip(tmp_path):
 def test_print_config(capsys):
     from albert_lm.cli import pretrain
 
-    assert pretrain.run(parse(["--recipe", "smoke", "--set", "optim.lr=0.5", "--print-config"])) == 0
+    assert (
+        pretrain.run(parse(["--recipe", "smoke", "--set", "optim.learning_rate=0.5", "--print-config"])) == 0
+    )
     out = capsys.readouterr().out
-    assert parse_yaml_subset(out, "stdout")["optim"]["lr"] == 0.5
+    assert parse_yaml_subset(out, "stdout")["optim"]["learning_rate"] == 0.5
     assert 'preset: "albert-tiny"' in out
 
 
 @pytest.mark.parametrize(
     "raw, message",
     [
-        ({"optim": {"learning_rate": 1}}, "unknown field optim.learning_rate"),
+        ({"optim": {"lrate": 1}}, "unknown field optim.lrate"),
         ({"optimizer": {}}, "unknown section 'optimizer'"),
         ({"run": {"global_batch_size": "many"}}, "run.global_batch_size: expected an integer"),
         ({"run": {"compile": "maybe"}}, "run.compile: expected true/false"),
-        ({"run": {"run_dir": None}}, "run.run_dir: is required"),
+        ({"run": {"output": None}}, "run.output: is required"),
     ],
 )
 def test_bad_values_name_the_field(raw, message):
@@ -101,8 +107,8 @@ def test_validate_and_batch_split():
     with pytest.raises(ConfigError, match="not divisible by the 3 ranks"):
         cfg.grad_accum_steps(world_size=3)
     cfg = recipe("smoke")
-    cfg.optim.name = "sgd"
-    with pytest.raises(ConfigError, match="optim.name"):
+    cfg.optim.optimizer = "sgd"
+    with pytest.raises(ConfigError, match="optim.optimizer"):
         cfg.validate()
     cfg = recipe("smoke")
     cfg.schedule.warmup_steps = 50
@@ -122,12 +128,12 @@ def test_yaml_subset_errors_name_the_line(tmp_path):
 
 def test_cli_reports_config_errors_as_one_error_line_with_exit_code_1(capsys):
     """A bad --set value or a missing field is an error of the configuration, reported by cli/main's one
-    handler (argparse's own usage errors, e.g. a bad --optim.lr value, stay exit 2)."""
+    handler (argparse's own usage errors, e.g. a bad --optim.learning_rate value, stay exit 2)."""
     from albert_lm.cli.main import main
 
-    assert main(["pretrain", "--set", "optim.lr=fast"]) == 1
+    assert main(["pretrain", "--set", "optim.learning_rate=fast"]) == 1
     assert re.search(
-        r"^albert pretrain: error: .*optim\.lr: expected a number", capsys.readouterr().err, re.M
+        r"^albert pretrain: error: .*optim\.learning_rate: expected a number", capsys.readouterr().err, re.M
     )
     assert main(["pretrain", "--recipe", "smoke"]) == 1  # no data dir
     assert re.search(r"^albert pretrain: error: .*data\.data_dir is required", capsys.readouterr().err, re.M)
@@ -135,19 +141,19 @@ def test_cli_reports_config_errors_as_one_error_line_with_exit_code_1(capsys):
 
 def test_resume_dir_supplies_the_saved_config(tmp_path):
     saved = recipe("smoke")
-    saved.optim.lr = 0.123
+    saved.optim.learning_rate = 0.123
     (tmp_path / "run_config.json").write_text(json.dumps(saved.to_dict()))
     cfg = resolve(["--resume", str(tmp_path), "--run.log_every", "3"])
-    assert cfg.optim.lr == 0.123 and cfg.run.log_every == 3 and cfg.run.run_dir == str(tmp_path)
+    assert cfg.optim.learning_rate == 0.123 and cfg.run.log_every == 3 and cfg.run.output == str(tmp_path)
 
 
 def test_dotted_flags_read_values_as_set_does():
     """--section.field VALUE reads VALUE as --set and the YAML file do; bool flags take an optional value."""
-    cfg = resolve(["--run.compile", "false", "--run.progress_bar", "no", "--run.device", "null",
-                   "--run.max_steps", "null", "--run.run_dir", "123", "--model.overrides", '{"hidden_size": 64}'])  # fmt: skip
-    assert cfg.run.compile is False and cfg.run.progress_bar is False
+    cfg = resolve(["--run.compile", "false", "--run.progress", "no", "--run.device", "null",
+                   "--run.max_steps", "null", "--run.output", "123", "--model.overrides", '{"hidden_size": 64}'])  # fmt: skip
+    assert cfg.run.compile is False and cfg.run.progress is False
     assert cfg.run.device is None and cfg.run.max_steps is None
-    assert cfg.run.run_dir == "123" and cfg.model.overrides == {"hidden_size": 64}
+    assert cfg.run.output == "123" and cfg.model.overrides == {"hidden_size": 64}
     assert resolve(["--run.activation_checkpointing", "--data-dir", "D"]).run.activation_checkpointing is True
     # the long spelling wins over the alias, whatever the order on the command line
     assert resolve(["--data.data_dir", "long", "--data-dir", "short"]).data.data_dir == "long"
@@ -155,11 +161,11 @@ def test_dotted_flags_read_values_as_set_does():
 
 def test_bad_flag_values_and_field_help(capsys):
     with pytest.raises(SystemExit) as e:
-        parse(["--optim.lr", "fast"])
+        parse(["--optim.learning_rate", "fast"])
     assert e.value.code == 2
-    assert "--optim.lr: expected a number" in capsys.readouterr().err
+    assert "--optim.learning_rate: expected a number" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        parse(["--optim.lr", "inf"])  # a learning rate of inf trains a model of NaNs
+        parse(["--optim.learning_rate", "inf"])  # a learning rate of inf trains a model of NaNs
     assert "finite" in capsys.readouterr().err
     p = argparse.ArgumentParser()
     from albert_lm.cli import pretrain
@@ -171,5 +177,5 @@ def test_bad_flag_values_and_field_help(capsys):
 
 
 def test_apply_dict_refuses_non_finite_numbers():
-    with pytest.raises(ConfigError, match=r"x.json: optim.lr: must be a finite number"):
-        apply_dict(PretrainConfig(), {"optim": {"lr": float("nan")}}, "x.json")
+    with pytest.raises(ConfigError, match=r"x.json: optim.learning_rate: must be a finite number"):
+        apply_dict(PretrainConfig(), {"optim": {"learning_rate": float("nan")}}, "x.json")

@@ -65,7 +65,7 @@ def config_for(world, init: Path, data: Path | None = None, **sections):
     base = {
         "model": {"init_from": str(init)},
         "data": {"data_dir": str(data or world["data"]), "tokenizer": str(world["tok"])},
-        "schedule": {"total_steps": 2, "warmup_steps": 0},
+        "schedule": {"train_steps": 2, "warmup_steps": 0},
         "run": {"run_dir": str(world["root"] / "runs" / init.name), "eval_every": None, "save_every": None,
                 "threads": 1, "precision": "fp32"},
     }  # fmt: skip
@@ -170,7 +170,7 @@ def test_the_used_config_is_the_one_validated(world):
 def test_albert_pretrain_init_runs_and_refuses_a_mismatch(world, tmp_path, capsys):
     from albert_lm.cli.main import main
 
-    common = ["pretrain", "--recipe", "smoke", "--tokenizer", str(world["tok"]), "--set", "schedule.total_steps=2",
+    common = ["pretrain", "--recipe", "smoke", "--tokenizer", str(world["tok"]), "--set", "schedule.train_steps=2",
               "--set", "run.eval_every=null", "--set", "run.threads=1", "--set", "run.precision=fp32"]  # fmt: skip
     init = str(world["root"] / "bert_bare")
     assert (
@@ -213,8 +213,8 @@ def test_continued_pretraining_from_minilm(minilm_dir, tmp_path):
     cfg = apply_dict(recipe("smoke"), {
         "model": {"init_from": str(minilm_dir)},
         "data": {"data_dir": str(tmp_path / "data"), "tokenizer": str(minilm_dir)},
-        "optim": {"name": "adamw", "lr": 1e-4},
-        "schedule": {"total_steps": 3, "warmup_steps": 0},
+        "optim": {"optimizer": "adamw", "learning_rate": 1e-4},
+        "schedule": {"train_steps": 3, "warmup_steps": 0},
         "run": {"run_dir": str(tmp_path / "run"), "eval_every": None, "save_every": None, "precision": "fp32"},
     }, "test")  # fmt: skip
     result = pretrain(cfg)

@@ -35,7 +35,7 @@ def test_an_earlier_run_is_refused_replaced_or_continued(tiny_data, tmp_path, ca
 
     run = tmp_path / "run"
     argv = ["pretrain", "--recipe", "smoke", "--data-dir", str(tiny_data), "--run-dir", str(run),
-            "--set", "schedule.total_steps=4", "--set", "run.max_steps=2", "--set", "run.eval_every=null",
+            "--set", "schedule.train_steps=4", "--set", "run.max_steps=2", "--set", "run.eval_every=null",
             "--set", "run.threads=1", "--set", "run.precision=fp32"]  # fmt: skip
     assert main(argv) == 0 and steps_logged(run) == [1, 2]
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}

@@ -101,8 +101,8 @@ def test_smoke_pretraining_run_writes_metrics_checkpoints_and_model(tiny_data, t
         recipe("smoke"),
         {
             "data": {"data_dir": str(tiny_data), "eval_data_dir": str(tiny_data)},
-            "schedule": {"total_steps": 6, "warmup_steps": 1},
-            "run": {"run_dir": str(tmp_path / "run"), "eval_every": 3, "save_every": 3, "threads": 1},
+            "schedule": {"train_steps": 6, "warmup_steps": 1},
+            "run": {"output": str(tmp_path / "run"), "eval_every": 3, "save_every": 3, "threads": 1},
         },
         "test",
     )
@@ -130,7 +130,7 @@ def test_smoke_pretraining_run_writes_metrics_checkpoints_and_model(tiny_data, t
     model = AlbertForPreTraining.from_pretrained(tmp_path / "run" / "model")
     assert model.config.vocab_size == 400  # taken from the DATA_DIR's tokenizer
     saved = json.loads((tmp_path / "run" / "run_config.json").read_text())
-    assert saved["schedule"]["total_steps"] == 6
+    assert saved["schedule"]["train_steps"] == 6
 
 
 def test_plot_writes_a_png(tmp_path):

@@ -125,7 +125,7 @@ def test_the_trainer_runs_what_auto_resolves_to(monkeypatch):
     for caps, dtype in ((NO_BF16, torch.float32), ({**NO_BF16, "avx512_bf16": True}, torch.bfloat16)):
         cpu(monkeypatch, caps)
         model = Toy()
-        cfg = TrainerConfig(max_steps=1, precision="auto", device="cpu", progress_bar=False)
+        cfg = TrainerConfig(max_steps=1, precision="auto", device="cpu", progress=False)
         trainer = Trainer(model, build_optimizer(model, "adamw", 1e-3), None, cfg)
         trainer.fit(Stream())
         assert (trainer.precision, model.seen_dtype) == ("fp32" if dtype == torch.float32 else "bf16", dtype)

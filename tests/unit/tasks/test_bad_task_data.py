@@ -257,15 +257,15 @@ def test_validate_names_every_bad_field() -> None:
         bad.validate(model)
     reasons = dict(e.value.problems)  # each by the field it names, section.field, in the record's order
     assert list(reasons) == [
-        "optim.lr", "finetune.batch_size", "schedule.total_steps", "finetune.epochs", "schedule.warmup_fraction",
-        "finetune.max_seq_length", "run.eval_every", "finetune.classifier_dropout", "optim.name", "optim.eps",
+        "optim.learning_rate", "finetune.batch_size", "schedule.train_steps", "finetune.epochs", "schedule.warmup_fraction",
+        "finetune.max_seq_length", "run.eval_every", "finetune.classifier_dropout", "optim.optimizer", "optim.adam_epsilon",
     ]  # fmt: skip
     assert reasons["finetune.max_seq_length"] == (
         "must be at most 128, the model's max_position_embeddings, got 100000"
     )
-    assert reasons["optim.lr"] == "must be a finite number, got nan"
+    assert reasons["optim.learning_rate"] == "must be a finite number, got nan"
     assert reasons["finetune.batch_size"] == "must be at least 1, got 0"
-    assert "one of lamb, adamw, adamw_original" in reasons["optim.name"]
+    assert "one of lamb, adamw, adamw_original" in reasons["optim.optimizer"]
     assert isinstance(e.value, ConfigError)  # the one configuration error (FinetuneConfigError is its alias)
     with pytest.raises(FinetuneConfigError, match="finetune.batch_size: expected an integer, got 3.5"):
         FinetuneConfig(batch_size=3.5).validate()  # type: ignore[arg-type]

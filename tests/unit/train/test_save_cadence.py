@@ -21,9 +21,7 @@ def run(monkeypatch, run_dir, *, max_steps: int, save_every_s: float | None, res
     torch.manual_seed(0)
     model = Toy()
     opt = build_optimizer(model, "adamw", lr=0.01)
-    config = TrainerConfig(
-        max_steps=max_steps, keep_last=100, progress_bar=False, **{"precision": "fp32", **cfg}
-    )
+    config = TrainerConfig(max_steps=max_steps, keep_last=100, progress=False, **{"precision": "fp32", **cfg})
     stream = TimedStream(clock)  # type: ignore[arg-type]
     trainer = Trainer(model, opt, None, config, run_dir=run_dir, data_state=stream, save_every_s=save_every_s)
     trainer.fit(stream, resume=resume)

@@ -46,8 +46,16 @@ def test_each_setting_is_declared_once() -> None:
     twice = {name: classes for name, classes in where.items() if len(classes) > 1}
     assert twice == DECLARED_TWICE
     # the walk is real: the shared fields are where the issue found them re-declared
-    assert {"lr", "eps", "weight_decay", "precision", "fp32_linear", "seed", "device"} <= set(where)
-    assert where["precision"] == {"RunSettings"} and where["eps"] == {"OptimSettings"}
+    assert {
+        "learning_rate",
+        "adam_epsilon",
+        "weight_decay",
+        "precision",
+        "fp32_linear",
+        "seed",
+        "device",
+    } <= set(where)
+    assert where["precision"] == {"RunSettings"} and where["adam_epsilon"] == {"OptimSettings"}
     # the two configurations are made of sections, the shared ones or extensions of them
     for sections in (pretraining_config.SECTIONS, finetune_settings.SECTIONS):
         for name, shared in (("optim", settings.OptimSettings), ("schedule", settings.ScheduleSettings),
@@ -66,7 +74,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
         f.name for f in dataclasses.fields(TrainerConfig) if hasattr(run, f.name) and f.name != "max_steps"
     ]
     assert {"precision", "fp32_linear", "device", "log_every", "eval_every", "save_every", "keep_last",
-            "max_bad_steps", "spike_rollback", "progress_bar"} <= set(shared)  # fmt: skip
+            "max_bad_steps", "spike_rollback", "progress"} <= set(shared)  # fmt: skip
     loop = TrainerConfig(max_steps=1)
     assert {name: getattr(loop, name) for name in shared} == {name: getattr(run, name) for name in shared}
     assert loop.max_grad_norm == optim.max_grad_norm and loop.precision == "auto"
@@ -74,7 +82,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
     changed = {"precision": "fp32", "fp32_linear": "torch", "cpu_attention": "fp32", "device": "cpu",
                "compile": True, "log_every": 3,
                "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
-               "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress_bar": False,
+               "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress": False,
                "activation_checkpointing": True}  # fmt: skip
     assert set(changed) == set(shared)  # a new shared field must be added here
     for name, value in changed.items():
@@ -100,9 +108,9 @@ def test_fine_tuning_overrides_values_and_declares_no_shared_field() -> None:
             assert getattr(getattr(cfg, section), name) == value
             assert getattr(finetune_settings.SECTIONS[section](), name) != value, (section, name)
     # what it does not change is the shared default: eps, weight decay, precision, fp32_linear, ...
-    assert (cfg.optim.eps, cfg.optim.weight_decay, cfg.run.precision) == (1e-6, 0.01, "auto")
+    assert (cfg.optim.adam_epsilon, cfg.optim.weight_decay, cfg.run.precision) == (1e-6, 0.01, "auto")
     pre = pretraining_config.PretrainConfig()
-    assert (pre.optim.eps, pre.optim.weight_decay, pre.run.precision) == (1e-6, 0.01, "auto")
+    assert (pre.optim.adam_epsilon, pre.optim.weight_decay, pre.run.precision) == (1e-6, 0.01, "auto")
     # the flat names (flags, task presets, report.json) are names of section fields
     for flat, target in finetune_settings.FLAT_NAMES.items():
         section, _, name = target.partition(".")
@@ -122,7 +130,7 @@ def test_print_config_is_one_format_that_config_reads_back(tmp_path: Path, capsy
     for argv, base in ((pretrain, ["pretrain"]), (finetune, finetune[:10])):
         text = _printed(capsys, [*argv, "--print-config"])
         raw = parse_yaml_subset(text, "stdout")
-        assert (raw["optim"]["lr"], raw["run"]["seed"]) == (0.5, 3), argv[0]
+        assert (raw["optim"]["learning_rate"], raw["run"]["seed"]) == (0.5, 3), argv[0]
         (tmp_path / f"{argv[0]}.yaml").write_text(text, encoding="utf-8")
         again = _printed(capsys, [*base, "--config", str(tmp_path / f"{argv[0]}.yaml"), "--print-config"])
         assert again == text, argv[0]  # round trip: the same configuration, printed the same
@@ -140,13 +148,13 @@ def test_print_config_is_one_format_that_config_reads_back(tmp_path: Path, capsy
     [
         (["pretrain", "--recipe", "smoke", "--precision", "fp8"],
          "albert pretrain: error: run.precision: must be one of auto, fp32, bf16, fp16, got 'fp8'"),
-        (["pretrain", "--recipe", "smoke", "--set", "optim.eps=0"],
-         "albert pretrain: error: optim.eps: must be greater than 0, got 0.0"),
+        (["pretrain", "--recipe", "smoke", "--set", "optim.adam_epsilon=0"],
+         "albert pretrain: error: optim.adam_epsilon: must be greater than 0, got 0.0"),
         (["finetune", "glue", "--task", "rte", "--data-dir", "G", "--model", "M", "--output", "o",
           "--precision", "fp8"],
          "albert finetune: error: --precision: must be one of auto, fp32, bf16, fp16, got 'fp8'"),
         (["finetune", "glue", "--task", "rte", "--data-dir", "G", "--model", "M", "--output", "o",
-          "--set", "optim.eps=0"],
+          "--set", "optim.adam_epsilon=0"],
          "albert finetune: error: --adam-epsilon: must be greater than 0, got 0.0"),
         (["pretrain", "--recipe", "smoke", "--head-lr-scale", "0"],
          "albert pretrain: error: optim.head_lr_scale: must be greater than 0, got 0.0"),
@@ -186,7 +194,7 @@ def test_one_builder_makes_both_workflows_optimizers(monkeypatch) -> None:
     real = albert_lm.optim.build_training
 
     def spy(model, optim, schedule, **kw):
-        calls.append((optim.name, schedule.by, kw["total_steps"], kw["warmup_steps"]))
+        calls.append((optim.optimizer, schedule.by, kw["total_steps"], kw["warmup_steps"]))
         return real(model, optim, schedule, **kw)
 
     monkeypatch.setattr(albert_lm.optim, "build_training", spy)

@@ -39,7 +39,7 @@ def _trainer(run_dir, steps: int, **cfg) -> Trainer:
     config = TrainerConfig(
         max_steps=steps,
         fp32_linear="torch",
-        progress_bar=False,
+        progress=False,
         tensorboard=False,
         **{"precision": "fp32", **cfg},
     )
@@ -170,7 +170,7 @@ def test_the_trainer_refuses_a_rollback_it_cannot_do(tmp_path):
 @pytest.mark.parametrize("make", [PretrainConfig, FinetuneConfig])
 def test_the_settings_take_it_and_refuse_it_without_checkpoints(make):
     cfg = make()
-    cfg.run.run_dir = "run"
+    cfg.run.output = "run"
     cfg.run.spike_rollback, cfg.run.spike_skip_batches = True, 100
     cfg.run.save_every, cfg.run.save_every_minutes = None, None
     with pytest.raises(ConfigError) as e:

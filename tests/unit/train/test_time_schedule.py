@@ -103,7 +103,7 @@ def run(monkeypatch, run_dir, *, max_steps: int, start: float, resume: bool = Fa
         log_every=1,
         save_every=5,
         keep_last=5,
-        progress_bar=False,
+        progress=False,
     )
     stream = TimedStream(clock)
     trainer = Trainer(model, opt, sched, cfg, run_dir=run_dir, data_state=stream)
@@ -166,6 +166,6 @@ def test_pretraining_config_by_time(tmp_path):
     with pytest.raises(ConfigError, match="warmup_fraction"):
         apply_dict(demo, {"schedule": {"warmup_fraction": 1.5}}, "test").validate()
     # a step cap below the (unused) warmup_steps: by time it is only a cap; by steps the warmup must fit
-    apply_dict(demo, {"schedule": {"total_steps": 1}}, "test").validate()
-    with pytest.raises(ConfigError, match=r"schedule.warmup_steps: must be in \[0, total_steps=1\]"):
-        apply_dict(demo, {"schedule": {"total_steps": 1, "by": "steps"}}, "test").validate()
+    apply_dict(demo, {"schedule": {"train_steps": 1}}, "test").validate()
+    with pytest.raises(ConfigError, match=r"schedule.warmup_steps: must be in \[0, train_steps=1\]"):
+        apply_dict(demo, {"schedule": {"train_steps": 1, "by": "steps"}}, "test").validate()

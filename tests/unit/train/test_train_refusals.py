@@ -29,9 +29,7 @@ def make(steps: int = 4, optimizer: str = "lamb", **cfg):
     model = Toy(dropout=0.1)
     opt = build_optimizer(model, optimizer, lr=0.05)
     sched = build_scheduler(opt, total_steps=steps)
-    config = TrainerConfig(
-        max_steps=steps, progress_bar=False, tensorboard=False, **{"precision": "fp32", **cfg}
-    )
+    config = TrainerConfig(max_steps=steps, progress=False, tensorboard=False, **{"precision": "fp32", **cfg})
     return model, opt, sched, config
 
 
@@ -185,8 +183,8 @@ def test_trainer_config_refuses_non_finite_numbers(field, value):
 
 def test_a_pretrain_config_built_in_code_refuses_non_finite_numbers():
     cfg = PretrainConfig()
-    cfg.optim.lr = math.inf
-    with pytest.raises(ConfigError, match=r"optim\.lr: must be a finite number, got inf"):
+    cfg.optim.learning_rate = math.inf
+    with pytest.raises(ConfigError, match=r"optim\.learning_rate: must be a finite number, got inf"):
         cfg.validate()
     cfg = PretrainConfig()
     cfg.schedule.power = math.nan
@@ -198,9 +196,9 @@ def test_pretrain_flag_lr_inf_is_refused(capsys):
     from albert_lm.cli.main import main
 
     with pytest.raises(SystemExit) as exited:
-        main(["pretrain", "--recipe", "smoke", "--optim.lr", "inf", "--print-config"])
+        main(["pretrain", "--recipe", "smoke", "--optim.learning_rate", "inf", "--print-config"])
     assert exited.value.code == 2
-    assert "--optim.lr: must be a finite number, got inf" in capsys.readouterr().err
+    assert "--optim.learning_rate: must be a finite number, got inf" in capsys.readouterr().err
 
 
 def test_a_checkpoint_with_nan_weights_is_never_written(tmp_path):
@@ -217,11 +215,11 @@ def test_after_the_weights_turn_non_finite_the_last_good_checkpoint_is_good(tmp_
     torch.manual_seed(0)
     model = Toy()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    # The third update has an infinite rate (what --optim.lr inf did before it was refused): its loss and
+    # The third update has an infinite rate (what --optim.learning_rate inf did before it was refused): its loss and
     # gradient are finite, the weights after it are not, and every later loss is NaN.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: math.inf if step >= 2 else 1.0)
     cfg = TrainerConfig(
-        precision="fp32", max_steps=20, save_every=2, max_bad_steps=2, progress_bar=False, tensorboard=False
+        precision="fp32", max_steps=20, save_every=2, max_bad_steps=2, progress=False, tensorboard=False
     )
     with pytest.raises(
         TrainingDiverged, match=r"no checkpoint was written; the last good one is \S*step-00000002"
@@ -260,15 +258,15 @@ def test_resume_from_another_working_directory(tiny_data, tmp_path, monkeypatch)
     first.mkdir()
     other.mkdir(parents=True)
     monkeypatch.chdir(first)
-    run = {"run_dir": "run", "max_steps": 2, "eval_every": None, "save_every": 2, "threads": 1}
-    given = {"data": {"data_dir": os.path.relpath(tiny_data)}, "schedule": {"total_steps": 4}, "run": run}
+    run = {"output": "run", "max_steps": 2, "eval_every": None, "save_every": 2, "threads": 1}
+    given = {"data": {"data_dir": os.path.relpath(tiny_data)}, "schedule": {"train_steps": 4}, "run": run}
     pretrain(apply_dict(recipe("smoke"), given, "test"))
 
     monkeypatch.chdir(other)  # where the relative data path means nothing
     assert main(["pretrain", "--resume", str(first / "run"), "--run.max_steps", "4"]) == 0
     assert ckpt_io.read_trainer_state(ckpt_io.latest_checkpoint(first / "run"))["step"] == 4
     saved = json.loads((first / "run" / "run_config.json").read_text())
-    assert saved["data"]["data_dir"] == str(tiny_data) and saved["run"]["run_dir"] == str(first / "run")
+    assert saved["data"]["data_dir"] == str(tiny_data) and saved["run"]["output"] == str(first / "run")
 
 
 # ------------------------------------------------------------------------------------------------ also fix
@@ -297,7 +295,7 @@ def test_resume_refuses_a_checkpoint_of_more_ranks(tmp_path):
 
 @pytest.mark.parametrize("optimizer", ["adamw", "adamw_original", "lamb"])
 def test_for_finetuning_passes_the_epsilon_to_the_optimizer(optimizer):
-    cfg = TrainerConfig(precision="fp32", max_steps=2, progress_bar=False, tensorboard=False)
-    optim = OptimSettings(name=optimizer, lr=1e-3, eps=1e-8)
+    cfg = TrainerConfig(precision="fp32", max_steps=2, progress=False, tensorboard=False)
+    optim = OptimSettings(optimizer=optimizer, learning_rate=1e-3, adam_epsilon=1e-8)
     trainer = Trainer.for_finetuning(Toy(), optim=optim, total_steps=2, config=cfg)
     assert [g["eps"] for g in trainer.optimizer.param_groups] == [1e-8, 1e-8]

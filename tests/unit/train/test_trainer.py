@@ -22,7 +22,7 @@ def make(tmp_path=None, *, steps=10, lr=0.05, optimizer="lamb", dropout=0.0, war
     model = Toy(dropout=dropout)
     opt = build_optimizer(model, optimizer, lr=lr)
     sched = build_scheduler(opt, total_steps=steps, warmup_steps=warmup)
-    cfg.setdefault("progress_bar", False)
+    cfg.setdefault("progress", False)
     cfg.setdefault("log_every", 1)
     config = TrainerConfig(max_steps=steps, **{"precision": "fp32", **cfg})
     return model, opt, sched, config
@@ -94,7 +94,7 @@ def test_global_norm_clipping_bounds_the_gradient(tmp_path):
     model = Toy()
     opt = torch.optim.SGD(model.parameters(), lr=1.0)
     before = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-    cfg = TrainerConfig(precision="fp32", max_steps=1, max_grad_norm=1.0, progress_bar=False, log_every=1)
+    cfg = TrainerConfig(precision="fp32", max_steps=1, max_grad_norm=1.0, progress=False, log_every=1)
     big = [{"x": torch.randn(8, 4) * 100, "y": torch.randn(8) * 100}]
     Trainer(model, opt, None, cfg, run_dir=tmp_path).fit(big)
     after = torch.cat([p.detach().flatten() for p in model.parameters()])
@@ -289,7 +289,7 @@ def test_time_limited_run_s_bar_counts_training_time_not_steps(tmp_path, capsys)
     from albert_lm.optim.schedules import build_time_scheduler
     from albert_lm.train.metrics import advance_bar, progress_bar, step_of
 
-    model, opt, _, cfg = make(steps=10_000, max_time_s=1.2, progress_bar=True, log_every=1000)
+    model, opt, _, cfg = make(steps=10_000, max_time_s=1.2, progress=True, log_every=1000)
     sched = build_time_scheduler(opt, budget_s=1.2)
     result = Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream())
     last = capsys.readouterr().err.rstrip().split("\r")[-1]
@@ -324,7 +324,7 @@ def test_step_schedule_s_bar_counts_steps_and_shows_the_budget_beside(tmp_path, 
         assert bar.n == 41 and "41/1000" in str(bar) and "training time" not in str(bar)
     assert step_of(40, 6400, 125.4, 60000.0) == "step 40/6400 (125/60000 s)"
     # the trainer's bar: a step schedule under a large budget counts its steps
-    model, opt, sched, cfg = make(steps=3, max_time_s=60000.0, progress_bar=True, log_every=1000)
+    model, opt, sched, cfg = make(steps=3, max_time_s=60000.0, progress=True, log_every=1000)
     assert Trainer(model, opt, sched, cfg, run_dir=tmp_path).fit(Stream()).stop_reason != "time_limit"
     last = capsys.readouterr().err.rstrip().split("\r")[-1]
     assert "3/3 " in last and "/ 16:40:00 training time" in last
@@ -336,10 +336,10 @@ def test_the_bar_counts_what_the_schedule_is_laid_over():
     for by in ("steps", "time"):
         trainer = Trainer.for_finetuning(
             Toy(),
-            optim=OptimSettings(name="adamw", lr=1e-3),
+            optim=OptimSettings(optimizer="adamw", learning_rate=1e-3),
             total_steps=6400,
             schedule=ScheduleSettings(by=by),
-            config=TrainerConfig(precision="fp32", max_steps=6400, max_time_s=60000.0, progress_bar=False),
+            config=TrainerConfig(precision="fp32", max_steps=6400, max_time_s=60000.0, progress=False),
         )
         assert trainer._by == by
 
@@ -363,8 +363,8 @@ def test_fp16_uses_loss_scaling(tmp_path):
 def test_for_finetuning_builds_adamw_with_warmup_and_linear_decay(tmp_path):
     torch.manual_seed(0)
     model = Toy()
-    cfg = TrainerConfig(precision="fp32", max_steps=4, progress_bar=False, log_every=1)
-    optim = OptimSettings(name="adamw", lr=1e-3)
+    cfg = TrainerConfig(precision="fp32", max_steps=4, progress=False, log_every=1)
+    optim = OptimSettings(optimizer="adamw", learning_rate=1e-3)
     trainer = Trainer.for_finetuning(
         model, optim=optim, total_steps=4, warmup_steps=1, config=cfg, run_dir=tmp_path
     )
@@ -383,7 +383,7 @@ def test_forward_without_loss_is_a_clear_error():
             return {"logits": x * self.w}
 
     model = NoLoss()
-    cfg = TrainerConfig(precision="fp32", max_steps=1, progress_bar=False)
+    cfg = TrainerConfig(precision="fp32", max_steps=1, progress=False)
     with pytest.raises(TypeError, match="must return a dict with 'loss'"):
         Trainer(model, torch.optim.SGD(model.parameters(), lr=0.1), None, cfg).fit(Stream())
 
