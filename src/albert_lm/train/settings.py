@@ -37,6 +37,7 @@ __all__ = [
     "FP32_LINEARS",
     "LR_SCHEDULER_TYPES",
     "PRECISIONS",
+    "RECORDED_WHEN_SET",
     "REPORT_TO",
     "SCHEDULE_BY",
     "SHARED_FLAGS",
@@ -250,6 +251,18 @@ SHARED_FLAGS: dict[str, str] = {
     "early_stopping_patience": "run.early_stopping_patience",
     "early_stopping_threshold": "run.early_stopping_threshold",
     "report_to": "run.report_to",
+}
+
+# The settings a fine-tuning record (report.json, task.json: what a resume compares) holds only where they
+# differ from these values, so that the record of a run that does not use them stays as it is.
+RECORDED_WHEN_SET: dict[str, Any] = {
+    "head_lr_scale": 1.0,
+    "layer_lr_decay": 1.0,
+    "lr_scheduler_type": "polynomial",
+    "min_lr_rate": 0.0,
+    "micro_batch_size": None,
+    "early_stopping_patience": None,
+    "early_stopping_threshold": 0.0,
 }
 
 
