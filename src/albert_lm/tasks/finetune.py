@@ -235,10 +235,28 @@ def _conclude(
         report.update(
             stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
         )
+        if cfg.run.early_stopping_patience is not None:
+            report["early_stopping"] = early_stopping_record(cfg, result)
         atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
+
+
+def early_stopping_record(cfg: FinetuneConfig, result: Any) -> dict[str, Any]:
+    """report.json's ``early_stopping``: the settings, whether the run stopped early, at which evaluation
+    and step and why (`albert_lm.train.early_stopping.early_stopping_status` of its dev history)."""
+    from albert_lm.train.early_stopping import EARLY_STOPPING, early_stopping_status
+
+    r = cfg.run
+    status = early_stopping_status(
+        result.eval_history, "eval_score", "max", r.early_stopping_patience, r.early_stopping_threshold
+    )
+    stopped = result.stop_reason == EARLY_STOPPING
+    if not stopped:  # patience used up only by the final evaluation: the run ended on its steps
+        status.update(stopped_at_evaluation=None, stopped_at_step=None)
+        status.pop("reason", None)
+    return {"stopped": stopped, **status}
 
 
 def _checkpoints(
@@ -439,6 +457,7 @@ def _make_trainer(
             max_steps=min(total_steps, r.max_steps) if r.max_steps is not None else total_steps,
             eval_every=(r.eval_every or steps_per_epoch) if has_dev else None,
             eval_at_end=has_dev,
+            tracking_params=cfg.to_dict(),
             grad_accum_steps=micro_batches(cfg, dist.world_size)[1],
             best_metric="eval_score" if has_dev else None,
             log_every=r.log_every or max(1, min(50, steps_per_epoch // 10)),

@@ -203,6 +203,9 @@ class PretrainConfig:
             grad_accum_steps=grad_accum_steps,
             device=device,
             eval_every=r.eval_every if evaluate else None,
+            tracking_params={
+                f"{s}.{k}": v for s, fields in self.to_dict().items() for k, v in fields.items()
+            },
         )
 
 

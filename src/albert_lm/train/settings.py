@@ -32,6 +32,7 @@ from typing import Any
 from albert_lm._fields import FieldError, coerce, field_types, parse_value
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.config import ConfigError
+from albert_lm.train.trackers import install_hint, missing_trackers
 
 __all__ = [
     "FP32_LINEARS",
@@ -215,7 +216,9 @@ class RunSettings:
         if self.spike_rollback and not (self.save_every or self.save_every_minutes):
             out.append((f"{section}.spike_rollback", "needs checkpoints to go back to: set run.save_every "
                         "(steps) or run.save_every_minutes"))  # fmt: skip
-        return out + [(f"{section}.report_to", p) for p in report_to_problems(self.report_to)]
+        bad = report_to_problems(self.report_to)
+        missing = [] if bad else [install_hint(n) for n in missing_trackers(report_trackers(self.report_to))]
+        return out + [(f"{section}.report_to", p) for p in bad + missing]
 
 
 # The flat flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md):
