@@ -11,13 +11,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit: toy_training
 
-from toy_training import Stream, Toy  # noqa: E402
-
 from albert_lm.config import ConfigError  # noqa: E402
 from albert_lm.optim import build_optimizer, build_scheduler  # noqa: E402
 from albert_lm.tasks.pretraining_config import recipe  # noqa: E402
 from albert_lm.train import Trainer, TrainerConfig  # noqa: E402
 from albert_lm.train.early_stopping import early_stopping_status  # noqa: E402
+from toy_training import Stream, Toy  # noqa: E402
 
 # the dev score after each step (one evaluation a step). threshold 0.02, patience 3: improvements at
 # evaluations 1 (0.5), 2 (0.6) and 4 (0.65 > 0.6 + 0.02); then 0.64, 0.66 (not above 0.65 + 0.02) and 0.665
