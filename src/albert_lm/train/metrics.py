@@ -2,7 +2,7 @@
 
 The loop knows no metric by name: it logs ``loss`` and whatever other 0-d floating tensors the model returns
 (`scalar_metrics`), plus what a ``metrics_fn`` adds. `Meter` sums them without a host sync; `MetricsLog`
-writes one JSON object per line (and TensorBoard scalars when the package is installed); `load_metrics`
+writes one JSON object per line (and feeds each to the trackers of `albert_lm.train.trackers`); `load_metrics`
 reads the file back (``albert plot``).
 """
 
