@@ -66,3 +66,35 @@ def test_a_micro_batch_size_that_does_not_divide_the_batch_is_one_line_exit_1(
     assert main(argv) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "micro_batch_size=3" in err[0] and err[0].startswith("albert finetune: error:")
+
+
+def test_one_flag_and_one_field_in_both_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """``--micro-batch-size`` sets ``run.micro_batch_size`` in `albert pretrain` and `albert finetune` alike."""
+    from albert_lm.train.settings import parse_yaml_subset
+
+    assert main(["pretrain", "--recipe", "smoke", "--micro-batch-size", "4", "--print-config"]) == 0
+    pre = parse_yaml_subset(capsys.readouterr().out, "pretrain")
+    argv = ["finetune", "glue", "--task", "sst2", "--data-dir", str(tmp_path), "--model", str(tmp_path)]
+    assert main([*argv, "--output", str(tmp_path / "o"), "--micro-batch-size", "4", "--print-config"]) == 0
+    fine = parse_yaml_subset(capsys.readouterr().out, "finetune")
+    assert pre["run"]["micro_batch_size"] == fine["run"]["micro_batch_size"] == 4
+    assert pre["run"]["global_batch_size"] == 8 and fine["finetune"]["batch_size"] == 32  # the step's batch
+
+
+def test_batches_split_into_micro_batches_of_near_equal_parts() -> None:
+    from albert_lm.tasks.collate import LengthGroupedBatches
+
+    feats = [{"input_ids": [1] * (i % 7 + 2), "example_index": i} for i in range(44)]
+    whole = LengthGroupedBatches(feats, 16, lambda fs: [f["example_index"] for f in fs], seed=3)
+    split = LengthGroupedBatches(
+        feats, 16, lambda fs: [f["example_index"] for f in fs], seed=3, micro_batches=4
+    )
+    batches, parts = whole.batch_indices(), list(split)
+    assert [len(b) for b in batches] and sorted(len(b) for b in batches) == [12, 16, 16]
+    assert len(split) == len(parts) == 12  # each batch as 4 micro-batches
+    for i, b in enumerate(batches):  # the same examples, in the same order, in 4 consecutive parts
+        assert sum(parts[4 * i : 4 * i + 4], []) == b
+        assert sorted(len(p) for p in parts[4 * i : 4 * i + 4]) == [len(b) // 4] * 4
+    # a final batch with fewer examples than micro-batches cannot make a step of them all: skipped
+    short = LengthGroupedBatches(feats[:18], 16, lambda fs: fs, shuffle=False, micro_batches=4)
+    assert [len(b) for b in short.batch_indices()] == [16]
