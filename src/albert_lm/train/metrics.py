@@ -306,11 +306,17 @@ class MetricsLog:
         for tracker in self.trackers:
             tracker.flush()
 
-    def close(self) -> None:
-        """Flush and end the trackers' runs (a later `open` starts them again, continuing the same runs)."""
+    def close(self, failed: bool = False) -> None:
+        """Flush and end the trackers' runs, ``failed`` where an error ended the run (a later `open` starts
+        them again, continuing the same runs)."""
         trackers, self.trackers, self._opened = self.trackers, [], False
         for tracker in trackers:
-            tracker.close()
+            tracker.close(failed)
+
+    def close_on_exit(self, exc_type: type[BaseException] | None, *_: Any) -> bool:
+        """`close` as an exit callback (`contextlib.ExitStack.push`): failed when an exception ends the run."""
+        self.close(failed=exc_type is not None)
+        return False
 
 
 def truncate_metrics(path: Path, step: int) -> None:

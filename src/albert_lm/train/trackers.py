@@ -61,13 +61,14 @@ class TrackerError(RuntimeError):
 
 
 class Tracker(Protocol):
-    """What the metrics log calls: each record (with its ``step``), then ``flush`` / ``close``."""
+    """What the metrics log calls: each record (with its ``step``), then ``flush`` / ``close`` (``failed``:
+    the run ended on an error, which the tracker records where it can)."""
 
     def log(self, record: Mapping[str, Any]) -> None: ...
 
     def flush(self) -> None: ...
 
-    def close(self) -> None: ...
+    def close(self, failed: bool = False) -> None: ...
 
 
 def install_hint(name: str) -> str:
@@ -114,7 +115,7 @@ class TensorBoardTracker:
     def flush(self) -> None:
         self.writer.flush()
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         self.writer.close()
 
 
@@ -157,8 +158,8 @@ class MlflowTracker:
     def flush(self) -> None:
         """Nothing to do: every `log` is written when it returns."""
 
-    def close(self) -> None:
-        self.client.set_terminated(self.run_id)
+    def close(self, failed: bool = False) -> None:
+        self.client.set_terminated(self.run_id, status="FAILED" if failed else "FINISHED")
 
 
 class WandbTracker:
@@ -187,8 +188,8 @@ class WandbTracker:
     def flush(self) -> None:
         """Nothing to do: the W&B service writes the records as they come."""
 
-    def close(self) -> None:
-        self.run.finish()
+    def close(self, failed: bool = False) -> None:
+        self.run.finish(exit_code=1 if failed else 0)
 
 
 def open_trackers(
@@ -221,7 +222,7 @@ def open_trackers(
                 logger.debug("tensorboard not installed: no RUN_DIR/%s", TENSORBOARD_DIR)
     except BaseException:
         for tracker in out:
-            tracker.close()
+            tracker.close(failed=True)
         raise
     new_ids = {n: t.run_id for n, t in zip(names, out) if n in ("mlflow", "wandb")}  # type: ignore[attr-defined]
     if new_ids and new_ids != ids:

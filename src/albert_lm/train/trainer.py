@@ -267,7 +267,7 @@ class Trainer:
         self.metrics_log.open()
         stop = early_stop(self.eval_history, self.config)  # a resumed run that had stopped early stays so
         with contextlib.ExitStack() as stack:
-            stack.callback(self.metrics_log.close)
+            stack.push(self.metrics_log.close_on_exit)
             cfg, show_bar = self.config, self.config.progress_bar and self.dist.is_main
             bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s, self._by)
             self._bar = stack.enter_context(bar)

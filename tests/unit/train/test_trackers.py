@@ -87,3 +87,27 @@ def test_pretraining_checks_report_to_and_records_its_settings(monkeypatch: pyte
     tcfg = cfg.trainer_config(1, "cpu", evaluate=False)
     assert tcfg.tracking_params["optim.lr"] == 0.01 and tcfg.tracking_params["model.preset"] == "albert-tiny"
     assert tcfg.report_to == "none" and tcfg.tensorboard is False
+
+
+@pytest.mark.slow
+def test_a_run_that_fails_ends_its_mlflow_run_as_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+    def broken_eval(model: torch.nn.Module) -> dict[str, float]:
+        raise RuntimeError("dev set unreadable")
+
+    torch.manual_seed(0)
+    model = Toy()
+    opt = build_optimizer(model, "adamw", lr=0.01)
+    config = TrainerConfig(max_steps=4, precision="fp32", progress_bar=False, eval_every=2, tensorboard=False,
+                           report_to="mlflow")  # fmt: skip
+    with pytest.raises(RuntimeError, match="dev set unreadable"):
+        Trainer(model, opt, None, config, run_dir=tmp_path, eval_fn=broken_eval).fit(Stream())
+    run_id = json.loads((tmp_path / "tracking.json").read_text())["mlflow"]
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").resolve().as_uri())
+    assert client.get_run(run_id).info.status == "FAILED"
