@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from albert_lm.config import ConfigError
 from albert_lm.train.settings import (
+    RECORDED_WHEN_SET,
     SHARED_FLAGS,
     OptimSettings,
     Rule,
@@ -167,12 +168,11 @@ class FinetuneConfig:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        """The flat record of report.json and task.json (`RECORD_KEYS`), and ``head_lr_scale`` where it is not
-        1 (so that the records, and the resumes, of runs from before it was a setting stay as they were)."""
+        """The flat record of report.json and task.json (`RECORD_KEYS`), and each of `RECORDED_WHEN_SET`
+        (``head_lr_scale``, ...) where it is not at its default (the records, and resumes, of runs without
+        them stay as they were)."""
         out = {name: getattr(self, name) for name in RECORD_KEYS}
-        if self.optim.head_lr_scale != 1:
-            out["head_lr_scale"] = self.optim.head_lr_scale
-        return out
+        return out | {k: getattr(self, k) for k, off in RECORDED_WHEN_SET.items() if getattr(self, k) != off}
 
     def sections(self) -> dict[str, dict[str, Any]]:
         """``{section: {field: value}}``: what ``--print-config`` prints and ``--config`` reads."""

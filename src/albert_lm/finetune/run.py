@@ -48,6 +48,7 @@ from albert_lm.tasks.evaluate import (
     require_label_variety,
 )
 from albert_lm.tasks.inputs import load_model_tokenizer, pad_id_of, read_model_config, tokenizer_record
+from albert_lm.train.settings import accumulation
 
 logger = logging.getLogger(__name__)
 
@@ -157,7 +158,7 @@ def _finetune(
     init_name = f"random init, architecture of {init}" if random_init else str(init)
     batches = _train_batches(task, train_features, cfg, pad_id_of(tokenizer), dist)
     total_steps, warmup_steps = cfg.steps_for(len(train_features))
-    steps_per_epoch = max(1, len(batches))
+    steps_per_epoch = max(1, len(batches) // batches.micro_batches)
     plan = {  # the head of report.json
         "init": init_name,
         "config": cfg.to_dict(),
@@ -232,10 +233,28 @@ def _conclude(
         report.update(
             stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
         )
+        if cfg.run.early_stopping_patience is not None:
+            report["early_stopping"] = early_stopping_record(cfg, result)
         atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
+
+
+def early_stopping_record(cfg: FinetuneConfig, result: Any) -> dict[str, Any]:
+    """report.json's ``early_stopping``: the settings, whether the run stopped early, at which evaluation
+    and step and why (`albert_lm.train.early_stopping.early_stopping_status` of its dev history)."""
+    from albert_lm.train.early_stopping import EARLY_STOPPING, early_stopping_status
+
+    r = cfg.run
+    status = early_stopping_status(
+        result.eval_history, "eval_score", "max", r.early_stopping_patience, r.early_stopping_threshold
+    )
+    stopped = result.stop_reason == EARLY_STOPPING
+    if not stopped:  # patience used up only by the final evaluation: the run ended on its steps
+        status.update(stopped_at_evaluation=None, stopped_at_step=None)
+        status.pop("reason", None)
+    return {"stopped": stopped, **status}
 
 
 def _checkpoints(
@@ -299,11 +318,16 @@ def _build_model(task: Task, init: str | Path, cfg: FinetuneConfig, random_init:
 def _train_batches(
     task: Task, features: list[Feature], cfg: FinetuneConfig, pad_id: int, dist: Any
 ) -> LengthGroupedBatches:
-    """This process's share of the shuffled (by default length-grouped) training batches."""
+    """This process's share of the shuffled (by default length-grouped) training batches, each split into
+    the micro-batches of ``run.micro_batch_size`` (`micro_batches`)."""
     if cfg.finetune.batch_size % dist.world_size:
         raise ValueError(
             f"batch size {cfg.finetune.batch_size} is not divisible by the {dist.world_size} processes"
         )
+    micro, accum = micro_batches(cfg, dist.world_size)
+    if accum > 1:
+        logger.info("batch %d: %d micro-batches of %d per process, accumulated (a final batch of fewer than "
+                    "%d examples is skipped)", cfg.finetune.batch_size, accum, micro, accum)  # fmt: skip
     collate = functools.partial(
         task.collate,
         pad_id=pad_id,
@@ -317,7 +341,17 @@ def _train_batches(
         seed=cfg.run.seed,
         rank=dist.rank,
         world_size=dist.world_size,
+        micro_batches=accum,
     )
+
+
+def micro_batches(cfg: FinetuneConfig, world_size: int) -> tuple[int, int]:
+    """(micro-batch per process, micro-batches per optimizer step): ``batch_size`` over the processes in
+    passes of ``micro_batch_size`` (`albert_lm.train.settings.accumulation`, pretraining's rule). A step's
+    loss is the mean of its micro-batches' mean losses: the batch's mean where the parts are of one size
+    (a batch of 32 in micro-batches of 8), and within a part's rounding of it for a short final batch."""
+    return accumulation(cfg.finetune.batch_size, cfg.run.micro_batch_size, world_size, "batch_size",
+                        "micro_batch_size")  # fmt: skip
 
 
 class _DevEvaluation:
@@ -421,6 +455,8 @@ def _make_trainer(
             max_steps=min(total_steps, r.max_steps) if r.max_steps is not None else total_steps,
             eval_every=(r.eval_every or steps_per_epoch) if has_dev else None,
             eval_at_end=has_dev,
+            tracking_params=cfg.to_dict(),
+            grad_accum_steps=micro_batches(cfg, dist.world_size)[1],
             best_metric="eval_score" if has_dev else None,
             log_every=r.log_every or max(1, min(50, steps_per_epoch // 10)),
         ),

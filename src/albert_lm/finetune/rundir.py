@@ -233,7 +233,9 @@ def load_finetuned(
 # Writing a run directory: never over an old run by accident, never half old and half new
 # What a fine-tuning run writes before its first checkpoint: a directory holding only these (and no
 # complete checkpoint) is a run killed before it could be resumed, which --resume starts over.
-EARLY_RUN_FILES = frozenset({"metrics.jsonl", "tb", "checkpoints", LOCK_FILE})
+EARLY_RUN_FILES = frozenset(
+    {"metrics.jsonl", "tb", "checkpoints", LOCK_FILE, "tracking.json", "mlruns", "wandb"}
+)
 
 
 def _content(p: Path) -> list[Path]:

@@ -25,6 +25,7 @@ from albert_lm.optim.param_groups import (
     ORIGINAL_EXCLUDE_PATTERNS,
     excluded_parameter_names,
     head_prefixes,
+    layer_decay_scales,
     param_groups,
 )
 from albert_lm.optim.schedules import WarmupPolyDecay, build_scheduler, build_time_scheduler
@@ -42,6 +43,7 @@ __all__ = [
     "build_training",
     "excluded_parameter_names",
     "head_prefixes",
+    "layer_decay_scales",
     "param_groups",
 ]
 
@@ -135,6 +137,7 @@ class OptimizerSettings(Protocol):
     beta2: float
     adam_epsilon: float
     head_lr_scale: float
+    layer_lr_decay: float
 
 
 class ScheduleShape(Protocol):
@@ -144,6 +147,8 @@ class ScheduleShape(Protocol):
     power: float
     start_warmup_step: int
     warmup_fraction: float
+    lr_scheduler_type: str
+    min_lr_rate: float
 
 
 def build_training(
@@ -160,7 +165,9 @@ def build_training(
     name, lr, weight decay, betas and epsilon, then warmup + polynomial decay over ``total_steps`` (warmup
     ``warmup_steps``) or, with ``schedule.by == "time"``, over ``budget_s`` seconds of training
     (`build_time_scheduler`, warmup ``schedule.warmup_fraction`` of it). ``optim.head_lr_scale`` other
-    than 1 scales the lr of the parts `head_prefixes` names (logged once), beside any ``lr_scales``.
+    than 1 scales the lr of the parts `head_prefixes` names (logged once), ``optim.layer_lr_decay`` below 1
+    the encoder's (`layer_decay_scales`), beside any ``lr_scales``; ``schedule.lr_scheduler_type`` and
+    ``min_lr_rate`` shape the decay (`albert_lm.optim.schedules`).
 
     Raises:
         ValueError: ``by == "time"`` without a budget, and what `build_optimizer` raises.
@@ -176,6 +183,12 @@ def build_training(
         logger.info("optim.head_lr_scale %g: %s train at lr %g", scale, ", ".join(f"{p}*" for p in heads),
                     optim.learning_rate * scale)  # fmt: skip
         lr_scales = {**dict.fromkeys(heads, scale), **(lr_scales or {})}
+    if optim.layer_lr_decay != 1:
+        layers = layer_decay_scales(model, optim.layer_lr_decay)
+        logger.info("optim.layer_lr_decay %g: the encoder's %d weight groups and embeddings at lr x %s",
+                    optim.layer_lr_decay, len({*layers.values()}) - 1,
+                    ", ".join(f"{s:.3g}" for s in sorted({*layers.values()})))  # fmt: skip
+        lr_scales = {**(lr_scales or {}), **layers}
     optimizer = build_optimizer(
         model,
         optim.optimizer,
@@ -190,13 +203,16 @@ def build_training(
             raise ValueError("schedule.by=time needs a time budget (run.max_time_minutes)")
         warmup_s = schedule.warmup_fraction * budget_s
         return optimizer, build_time_scheduler(
-            optimizer, budget_s=budget_s, warmup_s=warmup_s, power=schedule.power
-        )
+            optimizer, budget_s=budget_s, warmup_s=warmup_s, power=schedule.power,
+            shape=schedule.lr_scheduler_type, floor=schedule.min_lr_rate,
+        )  # fmt: skip
     scheduler = build_scheduler(
         optimizer,
         total_steps=total_steps,
         warmup_steps=warmup_steps,
         power=schedule.power,
         start_warmup_step=schedule.start_warmup_step,
+        shape=schedule.lr_scheduler_type,
+        floor=schedule.min_lr_rate,
     )
     return optimizer, scheduler

@@ -12,6 +12,16 @@ the MLM / SOP output biases. Our modules are not named "LayerNorm", so a paramet
 
 Optionally (``exclude_1d=True``) every parameter with fewer than two dimensions is excluded too; for
 ALBERT and BERT that is the same set (a test checks it), for other modules it may not be.
+
+The learning rate can differ by part, all through one mechanism, ``lr_scales`` (parameter-name prefix ->
+multiplier) of `param_groups`: `head_prefixes` names the heads that ``head_lr_scale`` speeds up, and
+`layer_decay_scales` the encoder's weight groups that layer-wise lr decay slows down (ELECTRA, Clark et al.
+2020, and DeBERTa fine-tune so: lr * decay^depth-from-the-top, the embeddings deepest, the heads at lr).
+ALBERT's layers share their weights, so depth is counted in distinct sets of layer weights, not in layer
+applications: one rate per set, as a weight cannot train at two rates. With full sharing and one group
+(every released ALBERT) the shared block trains at the full lr and only the embeddings are decayed (once);
+with ``num_hidden_groups`` G each group is one level; with sharing ``none`` (a BERT) each layer is one, as
+in ELECTRA; with attention- or FFN-only sharing the unshared blocks of a layer take its group's level.
 """
 
 from __future__ import annotations
@@ -141,3 +151,35 @@ def param_groups(
             group.update(extra or {})
             groups.append(group)
     return groups
+
+
+def layer_decay_scales(model: nn.Module, decay: float, encoder: str = "albert.") -> dict[str, float]:
+    """Layer-wise lr decay as ``lr_scales`` for `param_groups` (see the module docstring): the encoder's
+    weight groups g = 1..G from the bottom at ``decay ** (G - g)``, its embeddings at ``decay ** G``; what
+    is not listed (the heads, the pooler) keeps the full lr.
+
+    Raises:
+        ValueError: ``model`` has no ALBERT encoder under ``encoder`` (with a ``config``), or trainable
+            encoder parameters this rule places nowhere.
+    """
+    body = getattr(model, encoder.rstrip("."), None)
+    cfg = getattr(body, "config", None)
+    if cfg is None or not hasattr(cfg, "num_attention_blocks"):
+        raise ValueError(f"layer-wise lr decay: {type(model).__name__} has no ALBERT encoder at {encoder}*")
+    levels = cfg.num_hidden_layers if cfg.sharing == "none" else cfg.num_hidden_groups
+
+    def level(shared: bool, block: int) -> int:  # 0-based from the bottom
+        outer = block // cfg.inner_group_num  # the group when shared, else the layer
+        return outer if shared or cfg.sharing == "none" else cfg.group_of_layer(outer)
+
+    scales = {f"{encoder}embeddings.": decay**levels}
+    for kind, shared, count in (("attention", cfg.shares_attention, cfg.num_attention_blocks),
+                                ("ffn", cfg.shares_ffn, cfg.num_ffn_blocks)):  # fmt: skip
+        for b in range(count):
+            scales[f"{encoder}encoder.{kind}.{b}."] = decay ** (levels - 1 - level(shared, b))
+    placed = (*scales, f"{encoder}pooler.")
+    stray = [n for n, p in model.named_parameters()
+             if p.requires_grad and n.startswith(encoder) and not n.startswith(placed)]  # fmt: skip
+    if stray:
+        raise ValueError(f"layer-wise lr decay: no layer level for {', '.join(stray)}")
+    return scales

@@ -16,6 +16,12 @@ clamp); we clamp the warmup factor at 0.
 
 `build_scheduler` wraps the factor in a `torch.optim.lr_scheduler.LambdaLR`, so ``scheduler.step()`` after
 each ``optimizer.step()`` gives update ``i`` the rate ``factor(i) * lr``, as the original.
+
+Beside the original's shape (``shape="polynomial"``), ``shape="cosine"``: the same warmup, then half a
+cosine from the end of the warmup to the end (SGDR, Loshchilov & Hutter 2017, without restarts; transformers'
+``get_cosine_schedule_with_warmup``): ``0.5 * (1 + cos(pi * progress))``, ``progress`` going from 0 at the
+end of the warmup to 1 at ``total_steps``. Either decay can end on a ``floor`` (a fraction of the peak rate,
+transformers' ``min_lr_rate``): ``floor + (1 - floor) * decay``; the original's floor is 0.
 """
 
 from __future__ import annotations
@@ -29,6 +35,9 @@ import torch
 
 from albert_lm.optim._checks import check_finite
 
+# the decays after the warmup (albert_lm.train.settings.LR_SCHEDULER_TYPES spells the same names)
+DECAY_SHAPES = ("polynomial", "cosine")
+
 
 @dataclass
 class WarmupPolyDecay:
@@ -39,15 +48,20 @@ class WarmupPolyDecay:
         warmup_steps: num_warmup_steps (0: no warmup).
         power: poly_power; 1.0 is linear decay, 0.0 keeps the rate constant after the warmup.
         start_warmup_step: start_warmup_step of the original (0).
+        shape: ``polynomial`` (the original) or ``cosine`` (see the module docstring).
+        floor: the rate at the end of the decay, as a fraction of the peak (0: the original).
     """
 
     total_steps: int
     warmup_steps: int = 0
     power: float = 1.0
     start_warmup_step: int = 0
+    shape: str = "polynomial"
+    floor: float = 0.0
 
     def __post_init__(self) -> None:
-        check_finite("schedule", power=self.power)
+        check_finite("schedule", power=self.power, floor=self.floor)
+        check_shape(self.shape, self.floor)
         if self.total_steps <= 0:
             raise ValueError(f"schedule: total_steps must be positive (got {self.total_steps})")
         if self.warmup_steps < 0:
@@ -56,9 +70,45 @@ class WarmupPolyDecay:
             raise ValueError(f"schedule: power must be >= 0 (got {self.power})")
 
     def __call__(self, step: int) -> float:
-        return warmup_poly_decay(
-            step, self.total_steps, self.warmup_steps, self.power, self.start_warmup_step
+        return warmup_decay(
+            step,
+            self.total_steps,
+            self.warmup_steps,
+            self.power,
+            self.start_warmup_step,
+            self.shape,
+            self.floor,
         )
+
+
+def check_shape(shape: str, floor: float) -> None:
+    """Raises ValueError for a decay shape not in `DECAY_SHAPES` or a floor outside [0, 1)."""
+    if shape not in DECAY_SHAPES:
+        raise ValueError(f"schedule: unknown decay {shape!r}; choose one of {', '.join(DECAY_SHAPES)}")
+    if not 0 <= floor < 1:
+        raise ValueError(f"schedule: the floor must be in [0, 1) (got {floor})")
+
+
+def warmup_decay(
+    x: float,
+    total: float,
+    warmup: float,
+    power: float,
+    start_warmup: float = 0,
+    shape: str = "polynomial",
+    floor: float = 0.0,
+) -> float:
+    """The multiplier at ``x``: the original's (`warmup_poly_decay`) for ``shape="polynomial"``, or the same
+    warmup then a cosine from its end to ``total`` (``shape="cosine"``); either decay ends on ``floor``."""
+    if warmup and x - start_warmup < warmup:
+        return max(x - start_warmup, 0) / warmup
+    if shape == "cosine":
+        begin = start_warmup + warmup if warmup else 0
+        progress = min(max((x - begin) / (total - begin), 0.0), 1.0) if total > begin else 1.0
+        decay = 0.5 * (1.0 + math.cos(math.pi * progress))
+    else:
+        decay = warmup_poly_decay(x, total, 0, power)
+    return floor + (1.0 - floor) * decay
 
 
 def warmup_poly_decay(x: float, total: float, warmup: float, power: float, start_warmup: float = 0) -> float:
@@ -81,15 +131,15 @@ def build_scheduler(
     warmup_steps: int = 0,
     power: float = 1.0,
     start_warmup_step: int = 0,
+    shape: str = "polynomial",
+    floor: float = 0.0,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """A `LambdaLR` running `WarmupPolyDecay` on every parameter group of ``optimizer``.
 
     Call ``scheduler.step()`` once after each ``optimizer.step()``. The state (``last_epoch`` = steps done
     and the schedule's parameters) is in ``scheduler.state_dict()``.
     """
-    factor = WarmupPolyDecay(
-        total_steps=total_steps, warmup_steps=warmup_steps, power=power, start_warmup_step=start_warmup_step
-    )
+    factor = WarmupPolyDecay(total_steps, warmup_steps, power, start_warmup_step, shape, floor)
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
@@ -114,6 +164,8 @@ class TimeWarmupPolyDecay:
     budget_s: float
     warmup_s: float = 0.0
     power: float = 1.0
+    shape: str = "polynomial"
+    floor: float = 0.0
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.budget_s) and self.budget_s > 0):
@@ -122,9 +174,10 @@ class TimeWarmupPolyDecay:
             raise ValueError(f"schedule: warmup_s must be in [0, {self.budget_s}] (got {self.warmup_s})")
         if not (math.isfinite(self.power) and self.power >= 0):
             raise ValueError(f"schedule: power must be a finite number >= 0 (got {self.power})")
+        check_shape(self.shape, self.floor)
 
     def __call__(self, elapsed_s: float) -> float:
-        return warmup_poly_decay(elapsed_s, self.budget_s, self.warmup_s, self.power)
+        return warmup_decay(elapsed_s, self.budget_s, self.warmup_s, self.power, 0, self.shape, self.floor)
 
 
 class ElapsedTimeLR(torch.optim.lr_scheduler.LRScheduler):
@@ -163,7 +216,13 @@ class ElapsedTimeLR(torch.optim.lr_scheduler.LRScheduler):
 
 
 def build_time_scheduler(
-    optimizer: torch.optim.Optimizer, *, budget_s: float, warmup_s: float = 0.0, power: float = 1.0
+    optimizer: torch.optim.Optimizer,
+    *,
+    budget_s: float,
+    warmup_s: float = 0.0,
+    power: float = 1.0,
+    shape: str = "polynomial",
+    floor: float = 0.0,
 ) -> ElapsedTimeLR:
-    """An `ElapsedTimeLR`: warmup over ``warmup_s`` seconds of training, decay to 0 at ``budget_s``."""
-    return ElapsedTimeLR(optimizer, TimeWarmupPolyDecay(budget_s=budget_s, warmup_s=warmup_s, power=power))
+    """An `ElapsedTimeLR`: warmup over ``warmup_s`` seconds of training, decay to ``floor`` at ``budget_s``."""
+    return ElapsedTimeLR(optimizer, TimeWarmupPolyDecay(budget_s, warmup_s, power, shape, floor))

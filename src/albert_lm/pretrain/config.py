@@ -36,6 +36,7 @@ from albert_lm.train.settings import (
     OptimSettings,
     RunSettings,
     ScheduleSettings,
+    accumulation,
     check_sections,
     sections_dict,
 )
@@ -95,8 +96,6 @@ class DataOptions:
 class PretrainRun(RunSettings):
     global_batch_size: int = 4096
     """sequences per optimizer step over all ranks (paper: 4096)"""
-    micro_batch_size: int | None = None
-    """sequences per forward pass per rank (default: all of it)"""
     eval_batches: int = 100
     """held-out batches per evaluation (original max_eval_steps: 100)"""
 
@@ -158,6 +157,8 @@ class PretrainConfig:
             "must be at least 1",
         )
         need(r.eval_batches >= 1, "run.eval_batches", "must be at least 1")
+        need(r.early_stopping_patience is None, "run.early_stopping_patience",
+             "is fine-tuning's (its dev score); pretraining keeps no best checkpoint to stop on")  # fmt: skip
         need(r.log_every is not None, "run.log_every", "may not be null in pretraining (no epochs)")
         need(s.train_steps is not None, "schedule.train_steps", "may not be null in pretraining (no epochs)")
         # by=time lays the warmup over the time budget (warmup_fraction): warmup_steps is not used then, and a
@@ -186,17 +187,9 @@ class PretrainConfig:
 
     def grad_accum_steps(self, world_size: int) -> tuple[int, int]:
         """(micro batch per rank, accumulation steps) making up ``run.global_batch_size``."""
-        g = self.run.global_batch_size
-        if g % world_size:
-            raise ConfigError(f"run.global_batch_size={g} is not divisible by the {world_size} ranks")
-        per_rank = g // world_size
-        micro = self.run.micro_batch_size or per_rank
-        if per_rank % micro:
-            raise ConfigError(
-                f"run.global_batch_size={g} over {world_size} rank(s) is {per_rank} per rank, "
-                f"not a multiple of run.micro_batch_size={micro}"
-            )
-        return micro, per_rank // micro
+        r = self.run
+        return accumulation(r.global_batch_size, r.micro_batch_size, world_size, "run.global_batch_size",
+                            "run.micro_batch_size")  # fmt: skip
 
     def trainer_config(self, grad_accum_steps: int, device: str, evaluate: bool) -> TrainerConfig:
         """The loop's options for this run (``evaluate``: a held-out set is given)."""
@@ -210,6 +203,9 @@ class PretrainConfig:
             grad_accum_steps=grad_accum_steps,
             device=device,
             eval_every=r.eval_every if evaluate else None,
+            tracking_params={
+                f"{s}.{k}": v for s, fields in self.to_dict().items() for k, v in fields.items()
+            },
         )
 
 

@@ -145,6 +145,9 @@ class LengthGroupedBatches:
         group_size: mega-batch size in batches (transformers' LengthGroupedSampler uses 50).
         seed: base seed; epoch e uses ``seed + e``.
         drop_last: drop an incomplete final batch.
+        micro_batches: yield each batch as this many micro-batches (consecutive near-equal parts of its
+            features, `numpy.array_split`), accumulated by the trainer into one optimizer step; a final
+            batch with fewer features than this is dropped (the log says so), so every step has them all.
     """
 
     def __init__(
@@ -160,6 +163,7 @@ class LengthGroupedBatches:
         drop_last: bool = False,
         rank: int = 0,
         world_size: int = 1,
+        micro_batches: int = 1,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -175,6 +179,7 @@ class LengthGroupedBatches:
         self.drop_last = drop_last
         self.rank = rank
         self.world_size = world_size
+        self.micro_batches = micro_batches
         self.epoch = 0
         self._lengths = np.array([feature_length(f) for f in features], dtype=np.int64)
         self._keys = [group_key(f) for f in features]
@@ -202,7 +207,7 @@ class LengthGroupedBatches:
                 idx = np.concatenate(chunks) if chunks else idx
             for start in range(0, len(idx), self.batch_size):
                 b = idx[start : start + self.batch_size].tolist()
-                if len(b) < self.batch_size and self.drop_last:
+                if (len(b) < self.batch_size and self.drop_last) or len(b) < self.micro_batches:
                     continue
                 batches.append(b)
         if self.shuffle:
@@ -214,11 +219,13 @@ class LengthGroupedBatches:
         return batches
 
     def __len__(self) -> int:
-        return len(self.batch_indices())
+        """The batches of an epoch, each counted as its ``micro_batches``."""
+        return len(self.batch_indices()) * self.micro_batches
 
     def __iter__(self) -> Iterator[Batch]:
         for b in self.batch_indices():
-            yield self.collate([self.features[i] for i in b])
+            for part in np.array_split(np.asarray(b, dtype=np.int64), self.micro_batches):
+                yield self.collate([self.features[i] for i in part.tolist()])
 
 
 def padding_stats(batches: LengthGroupedBatches, fixed_length: int | None = None) -> dict[str, float]:

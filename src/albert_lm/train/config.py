@@ -4,7 +4,7 @@ by each workflow from its settings (`albert_lm.train.settings`: the sections pre
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from albert_lm.config import ConfigError
@@ -69,7 +69,13 @@ class TrainerConfig:
     and stop."""
     progress: bool = _RUN.progress
     tensorboard: bool = True
-    """Also log to RUN_DIR/tb when the tensorboard package is installed."""
+    """Also log to RUN_DIR/tb when the tensorboard package is installed (the loop built in code; the
+    commands set it false and name their trackers in ``report_to``)."""
+    report_to: str = _RUN.report_to
+    tracking_params: dict[str, Any] = field(default_factory=dict)
+    """The run's settings, flat, as the trackers of ``report_to`` record them (MLflow params, W&B config)."""
+    early_stopping_patience: int | None = _RUN.early_stopping_patience
+    early_stopping_threshold: float = _RUN.early_stopping_threshold
     find_unused_parameters: bool = False
     """DDP option, for models with parameters that some batches do not use."""
 
@@ -84,6 +90,8 @@ class TrainerConfig:
             ("max_time_s", above(0), "finite and > 0, or None"),
         ]
         problems = section_problems(self, "TrainerConfig", rules)
+        if self.early_stopping_patience is not None and self.best_metric is None:
+            problems.append(("TrainerConfig.early_stopping_patience", "needs a best_metric (held-out data)"))
         if problems:
             raise ConfigError(problems)
 
@@ -95,4 +103,5 @@ class TrainerConfig:
         shared = {f.name: getattr(run, f.name) for f in fields(cls) if hasattr(run, f.name)}
         shared["max_grad_norm"] = optim.max_grad_norm
         shared["max_time_s"] = run.max_time_minutes * 60 if run.max_time_minutes else None
+        shared["tensorboard"] = False  # the command's trackers are run.report_to's
         return cls(**{**shared, **loop})

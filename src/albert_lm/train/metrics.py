@@ -2,7 +2,7 @@
 
 The loop knows no metric by name: it logs ``loss`` and whatever other 0-d floating tensors the model returns
 (`scalar_metrics`), plus what a ``metrics_fn`` adds. `Meter` sums them without a host sync; `MetricsLog`
-writes one JSON object per line (and TensorBoard scalars when the package is installed); `load_metrics`
+writes one JSON object per line (and feeds each to the trackers of `albert_lm.train.trackers`); `load_metrics`
 reads the file back (``albert plot``).
 """
 
@@ -22,11 +22,12 @@ from torch import Tensor
 
 from albert_lm._io import atomic_write_text, iter_jsonl
 from albert_lm.train.distributed import DistInfo, all_reduce_sum
+from albert_lm.train.settings import report_trackers
+from albert_lm.train.trackers import open_trackers
 
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
-TENSORBOARD_DIR = "tb"
 
 MetricValue = Tensor | tuple[Tensor, Tensor]
 
@@ -253,38 +254,48 @@ class BestMetric:
 
 
 class MetricsLog:
-    """RUN_DIR/metrics.jsonl (one JSON object per line) and RUN_DIR/tb when tensorboard is installed.
+    """RUN_DIR/metrics.jsonl (one JSON object per line), each record also sent to the trackers
+    (`albert_lm.train.trackers`): those ``report_to`` names, and with ``tensorboard`` RUN_DIR/tb where the
+    tensorboard package is installed.
 
     ``path`` None (no run directory, or a rank other than 0) makes every call a no-op.
     """
 
-    def __init__(self, path: Path | None, tensorboard: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        tensorboard: bool = True,
+        report_to: str = "none",
+        params: Mapping[str, Any] | None = None,
+    ) -> None:
         self.path = path
         self.tensorboard = tensorboard
-        self._tb: Any = None
+        self.report_to = report_to
+        self.params = dict(params or {})
+        self.trackers: list[Any] = []
+        self._opened = False
 
     def open(self) -> None:
+        """Create the run directory and start the trackers (`albert_lm.train.trackers.TrackerError` for one
+        that cannot start)."""
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.tensorboard and self._tb is None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self._tb = SummaryWriter(str(self.path.parent / TENSORBOARD_DIR))
-            except ImportError:
-                logger.debug("tensorboard not installed: metrics go to %s only", METRICS_FILE)
+        if not self._opened:
+            names = report_trackers(self.report_to)
+            self.trackers = open_trackers(
+                names, self.path.parent, self.params, tensorboard_if_installed=self.tensorboard
+            )
+            self._opened = True
 
     def write(self, record: Mapping[str, Any]) -> None:
-        """Append ``record`` (which has a ``step``); its numbers also go to TensorBoard."""
+        """Append ``record`` (which has a ``step``); its numbers also go to the trackers."""
         if self.path is None:
             return
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        if self._tb is not None:
-            for k, v in record.items():
-                if k != "step" and isinstance(v, (int, float)):
-                    self._tb.add_scalar(k, v, record["step"])
+        for tracker in self.trackers:
+            tracker.log(record)
 
     def truncate(self, step: int) -> None:
         """Drop the lines after ``step`` (see `truncate_metrics`)."""
@@ -292,8 +303,20 @@ class MetricsLog:
             truncate_metrics(self.path, step)
 
     def flush(self) -> None:
-        if self._tb is not None:
-            self._tb.flush()
+        for tracker in self.trackers:
+            tracker.flush()
+
+    def close(self, failed: bool = False) -> None:
+        """Flush and end the trackers' runs, ``failed`` where an error ended the run (a later `open` starts
+        them again, continuing the same runs)."""
+        trackers, self.trackers, self._opened = self.trackers, [], False
+        for tracker in trackers:
+            tracker.close(failed)
+
+    def close_on_exit(self, exc_type: type[BaseException] | None, *_: Any) -> bool:
+        """`close` as an exit callback (`contextlib.ExitStack.push`): failed when an exception ends the run."""
+        self.close(failed=exc_type is not None)
+        return False
 
 
 def truncate_metrics(path: Path, step: int) -> None:

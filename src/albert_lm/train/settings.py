@@ -34,12 +34,16 @@ from albert_lm._fields import FieldError, coerce, field_types, parse_value
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.config import ConfigError
 from albert_lm.runtime.choices import CPU_ATTENTIONS, FP32_LINEARS, PRECISIONS
+from albert_lm.train.trackers import install_hint, missing_trackers
 
 logger = logging.getLogger(__name__)
 
 __all__ = [
     "FP32_LINEARS",
+    "LR_SCHEDULER_TYPES",
     "PRECISIONS",
+    "RECORDED_WHEN_SET",
+    "REPORT_TO",
     "SCHEDULE_BY",
     "SHARED_FLAGS",
     "ConfigError",
@@ -56,6 +60,10 @@ __all__ = [
 
 # ScheduleSettings.by: the learning rate as a function of optimizer steps or of training time
 SCHEDULE_BY = ("steps", "time")
+# ScheduleSettings.lr_scheduler_type: albert_lm.optim.schedules.DECAY_SHAPES (not imported: no torch here)
+LR_SCHEDULER_TYPES = ("polynomial", "cosine")
+# RunSettings.report_to: the trackers of albert_lm.train.trackers (besides metrics.jsonl, always written)
+REPORT_TO = ("none", "tensorboard", "mlflow", "wandb")
 
 
 @dataclass
@@ -82,6 +90,12 @@ class OptimSettings:
     that start from random or were never trained (a classifier on a pretrained encoder; heads added to an
     encoder loaded with --model; a sentence-embedding model's unused pooler) catch up with an encoder
     that already reads (the original has one lr: 1.0)"""
+    layer_lr_decay: float = 1.0
+    """layer-wise lr decay (ELECTRA, Clark et al. 2020: 0.8 for base): the encoder's weight groups train
+    at lr * decay^(G - g) (g = 1..G from the bottom), the embeddings at lr * decay^G, the heads and pooler
+    at the full lr. G counts distinct sets of layer weights, not layer applications: with ALBERT's full
+    sharing (one group) the shared block is one group at the full lr and only the embeddings are decayed;
+    sharing none: one group per layer, as ELECTRA / DeBERTa. 1.0: off (the original)"""
 
 
 @dataclass
@@ -98,6 +112,12 @@ class ScheduleSettings:
     """polynomial decay power (original poly_power: 1.0 = linear)"""
     start_warmup_step: int = 0
     """original start_warmup_step"""
+    lr_scheduler_type: str = "polynomial"
+    """polynomial | cosine: the decay after the warmup. polynomial: the original's (power; 1.0 = linear),
+    counted from step 0; cosine: half a cosine from the end of the warmup to min_lr_rate (Loshchilov &
+    Hutter 2017; transformers' get_cosine_schedule_with_warmup)"""
+    min_lr_rate: float = 0.0
+    """the floor of the decay as a fraction of the peak lr (cosine and polynomial; original: 0)"""
     by: str = "steps"
     """steps | time: lay warmup and decay over optimizer steps (train_steps, warmup_steps: the paper's) or
     over training time (run.max_time_minutes, warmup_fraction; academic-budget BERT, Izsak et al. 2021), so
@@ -174,13 +194,29 @@ class RunSettings:
     """with spike_rollback: rollbacks in a run; the next spike stops it (TrainingDiverged)"""
     progress: bool = True
     """a progress bar (--progress / --no-progress)"""
+    micro_batch_size: int | None = None
+    """examples (sequences) per forward pass per process; the batch of an optimizer step is accumulated
+    over batch / processes / micro_batch_size passes, the same step in less memory (default: all of it)"""
+    early_stopping_patience: int | None = None
+    """stop after this many dev evaluations in a row without an improvement of the best-checkpoint metric
+    (fine-tuning: the task score) by more than early_stopping_threshold; null: never"""
+    early_stopping_threshold: float = 0.0
+    """the least change of the metric that counts as an improvement (Keras' min_delta)"""
+    report_to: str = "none"
+    """none | tensorboard | mlflow | wandb, or several joined by commas (tensorboard,mlflow): trackers fed
+    the logged metrics besides RUN_DIR/metrics.jsonl. mlflow: a local store at RUN_DIR/mlruns unless
+    MLFLOW_TRACKING_URI is set; wandb: offline unless WANDB_MODE is set, files under RUN_DIR/wandb. A tracker
+    whose package is missing is an error"""
 
     def cross_field_problems(self, section: str) -> list[tuple[str, str]]:
         """``(section.field, reason)`` for the rules across this section's fields."""
+        out = []
         if self.spike_rollback and not (self.save_every or self.save_every_minutes):
-            return [(f"{section}.spike_rollback", "needs checkpoints to go back to: set run.save_every "
-                     "(steps) or run.save_every_minutes")]  # fmt: skip
-        return []
+            out.append((f"{section}.spike_rollback", "needs checkpoints to go back to: set run.save_every "
+                        "(steps) or run.save_every_minutes"))  # fmt: skip
+        bad = report_to_problems(self.report_to)
+        missing = [] if bad else [install_hint(n) for n in missing_trackers(report_trackers(self.report_to))]
+        return out + [(f"{section}.report_to", p) for p in bad + missing]
 
 
 # The flat flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md):
@@ -209,6 +245,13 @@ SHARED_FLAGS: dict[str, str] = {
     "save_every": "run.save_every",
     "save_every_minutes": "run.save_every_minutes",
     "progress": "run.progress",
+    "micro_batch_size": "run.micro_batch_size",
+    "layer_lr_decay": "optim.layer_lr_decay",
+    "lr_scheduler_type": "schedule.lr_scheduler_type",
+    "min_lr_rate": "schedule.min_lr_rate",
+    "early_stopping_patience": "run.early_stopping_patience",
+    "early_stopping_threshold": "run.early_stopping_threshold",
+    "report_to": "run.report_to",
 }
 
 
@@ -222,6 +265,51 @@ RENAMED_FIELDS: dict[str, str] = {
     "run.run_dir": "run.output",
     "run.progress_bar": "run.progress",
 }
+
+# The settings a fine-tuning record (report.json, task.json: what a resume compares) holds only where they
+# differ from these values, so that the record of a run that does not use them stays as it is.
+RECORDED_WHEN_SET: dict[str, Any] = {
+    "head_lr_scale": 1.0,
+    "layer_lr_decay": 1.0,
+    "lr_scheduler_type": "polynomial",
+    "min_lr_rate": 0.0,
+    "micro_batch_size": None,
+    "early_stopping_patience": None,
+    "early_stopping_threshold": 0.0,
+}
+
+
+def report_trackers(report_to: str) -> list[str]:
+    """The trackers a ``run.report_to`` value names (``"none"`` and empty items dropped), in its order."""
+    names = [n.strip() for n in str(report_to).split(",")]
+    return list(dict.fromkeys(n for n in names if n and n != "none"))
+
+
+def report_to_problems(report_to: str) -> list[str]:
+    """Why a ``run.report_to`` value is bad (one reason per unknown name), or nothing."""
+    unknown = [n for n in report_trackers(report_to) if n not in REPORT_TO]
+    return [f"{n!r} is not one of {', '.join(REPORT_TO)}" for n in unknown]
+
+
+def accumulation(
+    batch: int, micro: int | None, world_size: int, batch_field: str, micro_field: str
+) -> tuple[int, int]:
+    """(micro batch per process, micro-batches per optimizer step) making up a global ``batch``.
+
+    Raises:
+        ConfigError: ``batch`` not divisible by the processes, or its share per process not a multiple of
+            ``micro`` (naming ``batch_field`` / ``micro_field``, the settings the user gave).
+    """
+    if batch % world_size:
+        raise ConfigError(f"{batch_field}={batch} is not divisible by the {world_size} ranks")
+    per_rank = batch // world_size
+    micro = micro or per_rank
+    if per_rank % micro:
+        raise ConfigError(
+            f"{batch_field}={batch} over {world_size} rank(s) is {per_rank} per rank, "
+            f"not a multiple of {micro_field}={micro}"
+        )
+    return micro, per_rank // micro
 
 
 # ---------------------------------------------------------------------------------------------- the rules
@@ -270,6 +358,7 @@ RULES: dict[type, list[Rule]] = {
         ("adam_epsilon", above(0), "greater than 0"),
         ("max_grad_norm", above(0), "greater than 0 (or null: no clipping)"),
         ("head_lr_scale", above(0), "greater than 0"),
+        ("layer_lr_decay", lambda v: 0 < v <= 1, "in (0, 1]"),
     ],
     ScheduleSettings: [
         ("train_steps", at_least(1), "at least 1 (or null: use epochs)"),
@@ -278,6 +367,8 @@ RULES: dict[type, list[Rule]] = {
         ("power", above(0), "greater than 0"),
         ("start_warmup_step", at_least(0), "at least 0"),
         ("by", *one_of(SCHEDULE_BY)),
+        ("lr_scheduler_type", *one_of(LR_SCHEDULER_TYPES)),
+        ("min_lr_rate", lambda v: 0 <= v < 1, "in [0, 1)"),
     ],
     RunSettings: [
         ("max_steps", at_least(0), "at least 0"),
@@ -296,6 +387,9 @@ RULES: dict[type, list[Rule]] = {
         ("max_bad_steps", at_least(0), "at least 0"),
         ("spike_skip_batches", at_least(0), "at least 0"),
         ("spike_max_rollbacks", at_least(0), "at least 0"),
+        ("micro_batch_size", at_least(1), "at least 1 (or null: the whole batch)"),
+        ("early_stopping_patience", at_least(1), "at least 1 (or null: never)"),
+        ("early_stopping_threshold", at_least(0), "at least 0"),
     ],
 }
 

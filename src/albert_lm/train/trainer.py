@@ -32,6 +32,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   (return the same numbers on every rank), with the unwrapped model in eval mode, under ``no_grad`` and
   the run's autocast. Keys without an ``eval_`` prefix get one. With ``best_metric`` the best model is kept
   in ``RUN_DIR/checkpoints/best`` (model directory only).
+* ``config.early_stopping_patience``: stop when ``best_metric`` stops improving (`.early_stopping`).
 * ``metrics_fn(batch, output) -> {name: tensor | (numerator, denominator)}`` adds training metrics (ratios
   are summed separately and divided at log time, e.g. exact accuracies over a logging window).
 * ``data_state``: an object with ``state_dict()`` / ``load_state_dict()`` giving the data position (the
@@ -44,7 +45,7 @@ iterable of batches (dicts of tensors, already collated; the loop moves them to 
   newest checkpoint of ``run_dir``. On CPU a resumed run reproduces the uninterrupted one bit for bit.
 * Files: ``RUN_DIR/metrics.jsonl`` (one JSON object per logged step: step, loss, every metric, lr,
   grad_norm, tokens_per_s, tokens, elapsed_s; and per evaluation: step + eval metrics),
-  ``RUN_DIR/tb/`` (TensorBoard, when installed), ``RUN_DIR/checkpoints/``, ``RUN_DIR/result.json``.
+  the trackers of ``config.report_to`` (`albert_lm.train.trackers`), ``RUN_DIR/checkpoints/``, ``result.json``.
 * Non-finite loss: the step is skipped with a warning (the model is not updated); after
   ``max_bad_steps`` in a row the current (last good) state is saved and `TrainingDiverged` is raised (if an
   earlier update left NaN / inf weights, nothing is written and the error names the last good checkpoint).
@@ -84,6 +85,7 @@ from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.batches import Batch, Epochs, batch_tokens, to_device
 from albert_lm.train.config import TrainerConfig
 from albert_lm.train.distributed import DistInfo, all_reduce_sum, barrier, stop_on_signals
+from albert_lm.train.early_stopping import early_stop, stop_message
 from albert_lm.train.metrics import (
     METRICS_FILE,
     BestMetric,
@@ -184,8 +186,8 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
-            config.tensorboard,
-        )
+            config.tensorboard, config.report_to, config.tracking_params,
+        )  # fmt: skip
 
         # loop state (saved in checkpoints: LOOP_STATE, the best metric, eval_history, the data position)
         self.step = 0
@@ -264,9 +266,9 @@ class Trainer:
         if resume:
             self._resume(self._require_run_dir("resume") if isinstance(resume, bool) else Path(resume))
         self.metrics_log.open()
-        stop: str | None = None
+        stop = early_stop(self.eval_history, self.config)  # a resumed run that had stopped early stays so
         with contextlib.ExitStack() as stack:
-            stack.callback(self.metrics_log.flush)
+            stack.push(self.metrics_log.close_on_exit)
             cfg, show_bar = self.config, self.config.progress and self.dist.is_main
             bar = progress_bar(cfg.max_steps, self.step, show_bar, cfg.max_time_s, self.elapsed_s, self._by)
             self._bar = stack.enter_context(bar)
@@ -395,12 +397,10 @@ class Trainer:
         if stepped and mid_run and self._due(cfg.eval_every):
             self._evaluate_and_track()
             self._t_last = self._window_start = time.perf_counter()  # evaluation is not training time
+            stop = stop or early_stop(self.eval_history, cfg)
         if stop is not None:
-            logger.warning(
-                "%s: saving a checkpoint at step %d and stopping",
-                "signal received" if stop == "signal" else f"time budget of {cfg.max_time_s:g}s reached",
-                self.step,
-            )
+            why = stop_message(stop, cfg)
+            logger.warning("%s: saving a checkpoint at step %d and stopping", why, self.step)
             return stop
         if stepped and mid_run and (self._due(cfg.save_every) or self._save_time_due()):
             self.save()

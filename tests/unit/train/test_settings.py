@@ -83,7 +83,8 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
                "compile": True, "log_every": 3,
                "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
                "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress": False,
-               "activation_checkpointing": True}  # fmt: skip
+               "activation_checkpointing": True, "early_stopping_patience": 2, "early_stopping_threshold": 0.5,
+               "report_to": "tensorboard"}  # fmt: skip
     assert set(changed) == set(shared)  # a new shared field must be added here
     for name, value in changed.items():
         assert getattr(run, name) != value, name  # each one really changes
@@ -91,6 +92,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
         settings.RunSettings(max_time_minutes=2.0, **changed),
         settings.OptimSettings(max_grad_norm=0.5),
         max_steps=9,
+        best_metric="eval_score",  # early stopping's metric
     )
     assert {name: getattr(cfg, name) for name in shared} == changed
     assert (cfg.max_steps, cfg.max_grad_norm, cfg.max_time_s) == (9, 0.5, 120.0)
