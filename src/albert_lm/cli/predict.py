@@ -6,13 +6,14 @@ import argparse
 import codecs
 import collections
 import contextlib
-import json
 import os
 import select
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
+
+from albert_lm._io import json_text
 
 HELP = "predict labels (and probabilities) for text from a file or stdin with a fine-tuned model"
 DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per input line.
@@ -284,7 +285,7 @@ def write_predictions(predictor: Any, lines: InputLines, args: argparse.Namespac
     count = 0
     for chunk in chunks(numbered, READ_AHEAD_BATCHES * args.batch_size, ready):
         rows = chunk_rows(predictor, chunk, source, args.text_field, args.pair_field)
-        out.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        out.write("".join(json_text(r, f"{source}:{r.get('line', '?')}") + "\n" for r in rows))
         out.flush()
         count += len(chunk)
     if count == 0:

@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from albert_lm._io import first_non_finite_json
 from albert_lm.serve.batcher import BatcherClosed, MicroBatcher
 from albert_lm.serve.config import ServeConfig
 from albert_lm.serve.predictor import Predictor
@@ -230,6 +231,11 @@ def create_app(
             raise RequestError(422, str(e)) from None
         except BatcherClosed as e:
             raise RequestError(503, str(e)) from None
+        bad = first_non_finite_json(rows)
+        if bad is not None:  # JSON has no NaN: an error, never a NaN in a 200 answer
+            raise RequestError(
+                500, f"the model produced a non-finite value (NaN or infinity) at predictions{bad}"
+            )
         return {"predictions": rows}
 
     @app.get("/health")

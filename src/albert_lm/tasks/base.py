@@ -23,7 +23,6 @@ import abc
 import copy
 import dataclasses
 import itertools
-import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from albert_lm._io import atomic_write_text
+from albert_lm._io import atomic_write_text, json_text
 from albert_lm.config import ConfigError
 from albert_lm.tasks import metrics as M
 from albert_lm.tasks.collate import Batch, Feature, cheapest_batches, feature_length, group_key, pad_features
@@ -410,7 +409,7 @@ class Task(abc.ABC):
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     """Prediction records as JSON lines, written atomically (the directory is created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(path, "".join(json_text(r, str(path)) + "\n" for r in records))
 
 
 def per_example(

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert_lm._io import atomic_write_text, lock_dir, output_path
+from albert_lm._io import atomic_write_text, json_text, lock_dir, output_path
 from albert_lm.tasks.base import (
     EvalResult,
     Example,
@@ -234,7 +233,7 @@ def _conclude(
         report.update(
             stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
         )
-        atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
+        atomic_write_text(report_path, json_text(report, str(report_path), indent=2) + "\n")
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
