@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from albert_lm._text import HEAD_BYTES, NotTextError, check_text_head
+
 __all__ = [
     "IGNORE_INDEX",
     "TMP_PREFIX",
@@ -396,10 +398,6 @@ def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> Non
     atomic_write_text(path, json_text(obj, str(path), indent=indent) + "\n")
 
 
-class NotTextError(ValueError):
-    """A file that should be UTF-8 text is not; the message names ``file:line`` and the byte."""
-
-
 def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
     """``data`` as text (a leading BOM dropped).
 
@@ -419,13 +417,20 @@ def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
 
 
 def read_utf8(path: str | Path) -> str:
-    """The text of ``path`` (UTF-8, a leading BOM dropped).
+    """The text of ``path`` (UTF-8, a leading BOM dropped), under the one encoding rule (`albert_lm._text.check_text_head`).
 
     Raises:
         FileNotFoundError: no such file.
-        NotTextError: naming the file, line and byte where it is not UTF-8 (see `decode_utf8`).
+        NotTextError: naming the file, line and byte where it is not UTF-8 (see `decode_utf8`), a NUL byte,
+            UTF-16 / UTF-32, or bare-CR line ends.
     """
-    return decode_utf8(Path(path).read_bytes(), str(path))
+    data = Path(path).read_bytes()
+    check_text_head(data[:HEAD_BYTES], str(path))
+    nul = data.find(b"\0")
+    if nul >= 0:  # beyond the head
+        line = 1 + data.count(b"\n", 0, nul)
+        raise NotTextError(f"{path}:{line}: a NUL byte; is it a binary file?")
+    return decode_utf8(data, str(path))
 
 
 class JsonlError(ValueError):
@@ -491,6 +496,8 @@ def iter_jsonl(
     where = str(name or getattr(source, "name", None) or "<stream>")
     for lineno, raw in enumerate(source, start=1):
         try:
+            if lineno == 1 and isinstance(raw, bytes):  # the one encoding rule (UTF-16, bare CRs, ...)
+                raw = raw[check_text_head(raw[:HEAD_BYTES], where) :]
             line = decode_utf8(raw, where, lineno) if isinstance(raw, bytes) else str(raw).lstrip("\ufeff")
         except NotTextError as e:
             if skip_invalid:

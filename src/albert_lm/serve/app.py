@@ -50,6 +50,17 @@ class RequestError(Exception):
         self.status = status
 
 
+def finite_rows(rows: Any) -> Any:
+    """``rows``, refused (500) when they hold NaN or infinity: JSON has neither, and an answer must never
+    carry one with a 200."""
+    bad = first_non_finite_json(rows)
+    if bad is not None:
+        raise RequestError(
+            500, f"the model produced a non-finite value (NaN or infinity) at predictions{bad}"
+        )
+    return rows
+
+
 def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
     """(where, text) of every string inside ``value`` (lists and objects walked)."""
     if isinstance(value, str):
@@ -231,12 +242,7 @@ def create_app(
             raise RequestError(422, str(e)) from None
         except BatcherClosed as e:
             raise RequestError(503, str(e)) from None
-        bad = first_non_finite_json(rows)
-        if bad is not None:  # JSON has no NaN: an error, never a NaN in a 200 answer
-            raise RequestError(
-                500, f"the model produced a non-finite value (NaN or infinity) at predictions{bad}"
-            )
-        return {"predictions": rows}
+        return {"predictions": finite_rows(rows)}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
