@@ -12,6 +12,7 @@ import contextlib
 import errno
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -21,11 +22,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
+from albert_lm._text import HEAD_BYTES, NotTextError, check_text_head
+
 __all__ = [
     "IGNORE_INDEX",
     "TMP_PREFIX",
     "DirLockedError",
     "JsonlError",
+    "NonFiniteJsonError",
     "NotTextError",
     "LOCK_FILE",
     "atomic_write",
@@ -34,9 +38,11 @@ __all__ = [
     "atomic_write_json",
     "atomic_write_text",
     "decode_utf8",
+    "first_non_finite_json",
     "fsync_dir",
     "fsync_tree",
     "iter_jsonl",
+    "json_text",
     "lock_dir",
     "output_path",
     "parse_json_line",
@@ -341,13 +347,55 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+class NonFiniteJsonError(ValueError):
+    """A value to write as JSON holds NaN or infinity (JSON has neither; Python writes ``NaN``, which
+    other readers refuse or read as a number); the message names the output and the value's place."""
+
+
+def first_non_finite_json(obj: Any, at: str = "") -> str | None:
+    """The place (``predictions[0].probabilities.neg``) of the first NaN or infinite float in ``obj``
+    (dicts, lists and tuples walked), or None."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (at or "the value")
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            found = first_non_finite_json(value, f"{at}.{key}" if at else str(key))
+            if found is not None:
+                return found
+    elif isinstance(obj, (list, tuple)):
+        for i, value in enumerate(obj):
+            found = first_non_finite_json(value, f"{at}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def json_text(obj: Any, where: str, **kwargs: Any) -> str:
+    """``json.dumps(obj, ensure_ascii=False, allow_nan=False, **kwargs)``: every writer of JSON output
+    (report.json, prediction lines, written results) goes through here, so no output holds ``NaN``.
+
+    Raises:
+        NonFiniteJsonError: ``where: <place> is nan: not written as JSON (...)``.
+    """
+    try:
+        return json.dumps(obj, ensure_ascii=False, allow_nan=False, **kwargs)
+    except ValueError:
+        bad = first_non_finite_json(obj)
+        if bad is None:  # not a NaN (e.g. a circular reference): as json says
+            raise
+        raise NonFiniteJsonError(
+            f"{where}: {bad} is not a finite number (NaN or infinity): not written as JSON; the model or "
+            "the data produced it"
+        ) from None
+
+
 def atomic_write_json(path: str | Path, obj: Any, indent: int | None = 1) -> None:
-    """Write ``obj`` as JSON (with a final newline) to ``path`` atomically."""
-    atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False) + "\n")
+    """Write ``obj`` as JSON (with a final newline) to ``path`` atomically.
 
-
-class NotTextError(ValueError):
-    """A file that should be UTF-8 text is not; the message names ``file:line`` and the byte."""
+    Raises:
+        NonFiniteJsonError: ``obj`` holds NaN or infinity (`json_text`); nothing is written.
+    """
+    atomic_write_text(path, json_text(obj, str(path), indent=indent) + "\n")
 
 
 def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
@@ -369,13 +417,20 @@ def decode_utf8(data: bytes, where: str, first_line: int = 1) -> str:
 
 
 def read_utf8(path: str | Path) -> str:
-    """The text of ``path`` (UTF-8, a leading BOM dropped).
+    """The text of ``path`` (UTF-8, a leading BOM dropped), under the one encoding rule (`albert_lm._text.check_text_head`).
 
     Raises:
         FileNotFoundError: no such file.
-        NotTextError: naming the file, line and byte where it is not UTF-8 (see `decode_utf8`).
+        NotTextError: naming the file, line and byte where it is not UTF-8 (see `decode_utf8`), a NUL byte,
+            UTF-16 / UTF-32, or bare-CR line ends.
     """
-    return decode_utf8(Path(path).read_bytes(), str(path))
+    data = Path(path).read_bytes()
+    check_text_head(data[:HEAD_BYTES], str(path))
+    nul = data.find(b"\0")
+    if nul >= 0:  # beyond the head
+        line = 1 + data.count(b"\n", 0, nul)
+        raise NotTextError(f"{path}:{line}: a NUL byte; is it a binary file?")
+    return decode_utf8(data, str(path))
 
 
 class JsonlError(ValueError):
@@ -441,6 +496,8 @@ def iter_jsonl(
     where = str(name or getattr(source, "name", None) or "<stream>")
     for lineno, raw in enumerate(source, start=1):
         try:
+            if lineno == 1 and isinstance(raw, bytes):  # the one encoding rule (UTF-16, bare CRs, ...)
+                raw = raw[check_text_head(raw[:HEAD_BYTES], where) :]
             line = decode_utf8(raw, where, lineno) if isinstance(raw, bytes) else str(raw).lstrip("\ufeff")
         except NotTextError as e:
             if skip_invalid:

@@ -91,6 +91,25 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
     return raw
 
 
+# Sizes beyond any model this library can run: refused by `AlbertConfig.validate` before anything is
+# allocated (a config.json asking for 10^6 layers hangs the first forward pass; 10^9 layers or an
+# intermediate_size of 10^12 exhausts memory in the constructor).
+MAX_FIELD: dict[str, int] = {
+    "vocab_size": 1 << 24,  # 16.8M entries; the largest released vocabularies have ~250k
+    "embedding_size": 1 << 17,
+    "hidden_size": 1 << 17,  # 131,072; ALBERT-xxlarge has 4,096
+    "num_hidden_layers": 1000,  # shared layers cost compute, not parameters: bounded apart
+    "num_hidden_groups": 1000,
+    "inner_group_num": 1000,
+    "num_attention_heads": 1 << 12,
+    "intermediate_size": 1 << 20,  # 1M; ALBERT-xxlarge has 16,384
+    "max_position_embeddings": 1 << 20,
+    "type_vocab_size": 1 << 16,
+}
+MAX_PARAMETERS = 20_000_000_000
+"""The most parameters a config may describe (`AlbertConfig.approx_parameters`): 80 GB in fp32."""
+
+
 @dataclass(frozen=True)
 class AlbertConfig:
     """ALBERT / BERT architecture. Field names follow the released ``albert_config.json``."""
@@ -157,6 +176,7 @@ class AlbertConfig:
                 name,
                 "must be a positive integer",
             )
+            need(value <= MAX_FIELD[name], name, f"must be at most {MAX_FIELD[name]:,}")
         need(
             self.hidden_size % self.num_attention_heads == 0,
             "hidden_size",
@@ -166,6 +186,14 @@ class AlbertConfig:
             self.num_hidden_groups <= self.num_hidden_layers,
             "num_hidden_groups",
             f"cannot exceed num_hidden_layers={self.num_hidden_layers}",
+        )
+        parts = self._parameter_parts()
+        need(
+            sum(parts.values()) <= MAX_PARAMETERS,
+            max(parts, key=lambda k: parts[k]),  # the field whose part is the largest
+            f"with hidden_size={self.hidden_size}, intermediate_size={self.intermediate_size}, "
+            f"vocab_size={self.vocab_size} and sharing={self.sharing!r} the model would have about "
+            f"{self.approx_parameters():.3g} parameters, more than {MAX_PARAMETERS:.3g}",
         )
         need(self.hidden_act in ACTIVATIONS, "hidden_act", f"must be one of {ACTIVATIONS}")
         need(self.sharing in SHARING_MODES, "sharing", f"must be one of {SHARING_MODES}")
@@ -180,6 +208,21 @@ class AlbertConfig:
                 "embedding_projection",
                 f"can only be False when embedding_size == hidden_size ({self.embedding_size} != {self.hidden_size})",
             )
+
+    def approx_parameters(self) -> int:
+        """The encoder's parameter count from the sizes alone (embeddings, E->H projection, attention and
+        feed-forward blocks, pooler), without building it: the bound of `validate` (`MAX_PARAMETERS`)."""
+        return sum(self._parameter_parts().values())
+
+    def _parameter_parts(self) -> dict[str, int]:
+        """`approx_parameters` by the field that sizes each part (the one an error names)."""
+        e, h, i = self.embedding_size, self.hidden_size, self.intermediate_size
+        projection = (e + 1) * h if e != h else 0
+        return {
+            "vocab_size": (self.vocab_size + self.max_position_embeddings + self.type_vocab_size + 2) * e,
+            "hidden_size": self.num_attention_blocks * (4 * (h * h + h) + 2 * h) + h * h + h + projection,
+            "intermediate_size": self.num_ffn_blocks * (2 * h * i + i + 3 * h),
+        }
 
     @property
     def has_projection(self) -> bool:

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from albert_lm._io import json_text
+
 HELP = "evaluate a fine-tuned model (run directory or model directory) on a task split"
 DESCRIPTION = """Evaluate a fine-tuned model on a split and write its predictions.
 
@@ -109,6 +111,6 @@ def _run_task(args: argparse.Namespace) -> int:
     }
     if res.metrics:
         summary["score"] = task.score(res.metrics)
-    print(json.dumps(summary, indent=2))
+    print(json_text(summary, "albert evaluate", indent=2))
     print(f"{len(examples)} examples in {seconds:.1f} s; predictions in {out}{extra}", file=sys.stderr)
     return 0

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import codecs
 import collections
 import contextlib
-import json
 import os
 import select
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
+
+from albert_lm._io import json_text
+from albert_lm._text import HEAD_BYTES, MAX_LINE_BYTES, check_text_head, iter_lines_bounded, line_too_long
 
 HELP = "predict labels (and probabilities) for text from a file or stdin with a fine-tuned model"
 DESCRIPTION = """Predict with a fine-tuned model; writes one JSON object per input line.
@@ -111,12 +112,16 @@ class InputLines:
     that line numbers are the editor's.
     """
 
-    def __init__(self, source: Iterable[bytes] | int) -> None:
+    def __init__(self, source: Iterable[bytes] | int, where: str = "<stdin>") -> None:
+        self._where = where
+        if hasattr(source, "readline"):  # a file: at most MAX_LINE_BYTES per line
+            source = iter_lines_bounded(source, where)  # type: ignore[arg-type]
         self._lines_of = None if isinstance(source, int) else source
         self._fd = source if isinstance(source, int) else -1
         self._lines: collections.deque[bytes] = collections.deque()
         self._partial: list[bytes] = []  # the pieces of a line whose end has not come yet
         self._eof = False
+        self._count = 0  # lines completed so far
 
     def __iter__(self) -> Iterator[bytes]:
         if self._lines_of is not None:
@@ -149,6 +154,9 @@ class InputLines:
                 self._partial = []
             if rest:
                 self._partial.append(rest)
+                if sum(map(len, self._partial)) > MAX_LINE_BYTES:  # never more than the limit held
+                    raise line_too_long(self._where, self._count + 1, MAX_LINE_BYTES)
+            self._count += len(complete)
         return True
 
 
@@ -158,7 +166,7 @@ def open_input(path: str) -> Iterator[InputLines]:
     fails before the model is loaded."""
     if path != "-":
         with open(path, "rb") as f:
-            yield InputLines(f)
+            yield InputLines(f, path)
     elif _is_pipe_or_terminal(sys.stdin):
         yield InputLines(sys.stdin.fileno())
     elif hasattr(sys.stdin, "buffer"):
@@ -187,8 +195,8 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     from albert_lm.tasks.base import TaskDataError
 
     for n, line in enumerate(raw_lines, start=1):
-        if n == 1:
-            line = line.removeprefix(codecs.BOM_UTF8)
+        if n == 1:  # the one encoding rule (UTF-16, bare-CR line ends, ...): refused naming the input
+            line = line[check_text_head(line[:HEAD_BYTES], source) :]
         line = line.removesuffix(b"\n")
         try:
             text = line.decode("utf-8")
@@ -284,7 +292,7 @@ def write_predictions(predictor: Any, lines: InputLines, args: argparse.Namespac
     count = 0
     for chunk in chunks(numbered, READ_AHEAD_BATCHES * args.batch_size, ready):
         rows = chunk_rows(predictor, chunk, source, args.text_field, args.pair_field)
-        out.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        out.write("".join(json_text(r, f"{source}:{r.get('line', '?')}") + "\n" for r in rows))
         out.flush()
         count += len(chunk)
     if count == 0:

@@ -24,6 +24,7 @@ from albert_lm.config import AlbertConfig, ConfigError, read_config_file
 from albert_lm.convert import keymap
 from albert_lm.convert.keymap import KeyRule
 from albert_lm.model import HEADS, PreTrainedModule, head_of
+from albert_lm.optim._checks import first_non_finite_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +73,24 @@ def read_state_dict(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, str]
             raise CheckpointError(f"{pickle}: expected a dict of tensors")
         return obj, {}, pickle
     raise CheckpointError(f"{path}: no {WEIGHTS_NAME}, {WEIGHTS_INDEX_NAME} or {PICKLE_NAME} found")
+
+
+def check_finite_weights(state: dict[str, torch.Tensor], source: Path | str, doing: str = "") -> None:
+    """Refuse weights holding NaN or infinity, naming ``source`` (the file) and the first bad tensor.
+
+    The one check of every model directory read (`load_model_dir`: predict, evaluate, serve, export,
+    ``finetune --model``, ``pretrain --init``) and written (`save_model_dir`: ``convert``, fine-tuning and
+    pretraining outputs): a NaN weight gives NaN probabilities and argmax class 0, with exit 0.
+
+    Raises:
+        CheckpointError: ``source: tensor 'name' holds NaN or infinite values``.
+    """
+    bad = first_non_finite_tensor(state.items())
+    if bad is not None:
+        raise CheckpointError(
+            f"{doing}{source}: tensor {bad!r} holds NaN or infinite values (the weights are broken: a run "
+            "that diverged, or a damaged file)"
+        )
 
 
 def _refusal(error: BaseException) -> str:
@@ -182,6 +201,7 @@ def load_model_dir(
             ctor[key] = len(raw["id2label"])
     model = cls(config, **ctor)
     state, meta, source = read_state_dict(path)
+    check_finite_weights(state, source)
     target = model.state_dict()
     if _is_native(state, meta):
         new_state = _load_native(state, target, source)
@@ -379,6 +399,7 @@ def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -
         )
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         meta = {"format": "pt", "albert_format": NATIVE_FORMAT}
+    check_finite_weights(state, path / WEIGHTS_NAME, doing="not writing ")
     # Tied tensors are stored once (the MLM decoder is the word embedding matrix).
     atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=meta))
 

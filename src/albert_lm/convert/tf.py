@@ -51,6 +51,7 @@ from albert_lm.convert import keymap
 from albert_lm.convert.keymap import KeyRule
 from albert_lm.convert.tf_checkpoint import TFCheckpoint
 from albert_lm.model import PreTrainedModule
+from albert_lm.optim._checks import first_non_finite_tensor
 
 logger = logging.getLogger(__name__)
 
@@ -309,6 +310,11 @@ def _load(
         state[proj + "weight"] = torch.eye(cfg.hidden_size)
         state[proj + "bias"] = torch.zeros(cfg.hidden_size)
 
+    bad = first_non_finite_tensor(state.items())
+    if bad is not None:
+        raise ConversionError(
+            f"{where}: the value for {bad!r} holds NaN or infinite values (a damaged checkpoint)"
+        )
     not_loaded = [k for k in target if k not in state]
     if not_loaded:
         detail = f"; absent TF variables: {', '.join(sorted(set(missing))[:8])}" if missing else ""

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from albert_lm._io import JsonlError, parse_json_line
+from albert_lm._text import HEAD_BYTES, NotTextError, check_text_head
 from albert_lm.tokenizer.corpus import open_binary
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,11 @@ def iter_lines(
             return
         lineno += 1
         report.lines += 1
+        if lineno == 1:  # UTF-16, a binary file, bare-CR line ends: the whole file is refused, by name
+            try:
+                raw = raw[check_text_head(raw[:HEAD_BYTES], source, nul_lines_ok=True) :]
+            except NotTextError as e:
+                raise DataError(str(e)) from None
         if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
             # Drain the rest of the line in bounded pieces: never hold it in memory.
             n = len(raw)
@@ -178,8 +184,9 @@ def iter_lines(
                 f"byte {e.start} of the line: {raw[e.start : e.start + 4]!r}",
             )
             continue
-        if lineno == 1 and text.startswith("\ufeff"):
-            text = text[1:]
+        if "\0" in text:
+            report.skip_line("nul_lines", f"{source}:{lineno}", f"a NUL byte at byte {raw.find(0) + 1}")
+            continue
         yield lineno, text.rstrip("\r\n")
 
 

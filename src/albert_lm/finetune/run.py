@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from albert_lm._io import atomic_write_text, lock_dir, output_path
+from albert_lm._io import atomic_write_text, json_text, lock_dir, output_path
 from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.finetune.resume import RUN_KEY, check_resume, run_identity
 from albert_lm.finetune.rundir import REPORT_FILE, check_output_dir, replacing, report_dir, write_task_info
@@ -235,7 +234,7 @@ def _conclude(
         )
         if cfg.run.early_stopping_patience is not None:
             report["early_stopping"] = early_stopping_record(cfg, result)
-        atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
+        atomic_write_text(report_path, json_text(report, str(report_path), indent=2) + "\n")
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)

@@ -37,6 +37,7 @@ from albert_lm._io import (
 from albert_lm.finetune.config import FinetuneOptions
 from albert_lm.tasks.base import REPORT_FILE, ModelDirError, Task
 from albert_lm.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
+from albert_lm.tasks.labels import check_label_order
 
 logger = logging.getLogger(__name__)
 
@@ -218,6 +219,7 @@ def load_finetuned(
     """
     model_dir = resolve_model_dir(path, checkpoint)
     info = read_task_info(model_dir)
+    check_label_order(info.get("labels"), model_dir / TASK_FILE, model_dir / "config.json")
     tokenizer = load_model_tokenizer(model_dir)
     check_tokenizer(model_dir, info.get("tokenizer"), tokenizer)  # not another vocabulary of the same size
     length = trained_max_seq_length(info, max_seq_length)

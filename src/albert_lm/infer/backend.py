@@ -18,7 +18,7 @@ either way with the CPU's int8 instructions. So `choose_backend`:
    the fastest median (`pick`; a tie keeps the first, PyTorch);
 4. logs the outcome once ("backend: onnx fp32 (75 ms) over torch fp32 (142 ms) for 1x128") and writes it to
    the cache (`ChoiceCache`: ``backend-choice.json`` in ``$ALBERT_CACHE_DIR``, else
-   ``$XDG_CACHE_HOME/albert``, else ``~/.cache/albert``), keyed by the weights file (path, size, mtime), the
+   ``$XDG_CACHE_HOME/albert``, else ``~/.cache/albert``), keyed by the content of the model's files (sha256), the
    CPU (model name, flags, cores usable), the thread count, the library versions and int8. The next start
    with the same key builds only the chosen backend.
 """
@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from albert_lm._io import atomic_write_json
+from albert_lm.data.shards import sha256_file
 from albert_lm.tasks.base import ModelDirError, PredictFn
 
 logger = logging.getLogger(__name__)
@@ -217,14 +218,30 @@ def cpu_signature(threads: int | None) -> dict[str, Any]:
     }
 
 
+_DIGESTS: dict[tuple[str, int, int, int, int], str] = {}
+
+
+def file_digest(path: Path) -> str:
+    """sha256 of ``path``'s content, remembered in this process by (path, inode, size, mtime, ctime): a
+    rewrite changes the ctime, which no tool sets back (``touch -r`` and copies keep size and mtime)."""
+    st = path.stat()
+    ident = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    if ident not in _DIGESTS:
+        _DIGESTS[ident] = sha256_file(path)
+    return _DIGESTS[ident]
+
+
+def content_key(
+    model_dir: Path, names: Sequence[str] = ("model.safetensors", "config.json")
+) -> dict[str, str]:
+    """``{file name: sha256}`` of those of ``names`` that ``model_dir`` holds: what its answers depend on."""
+    return {name: file_digest(model_dir / name) for name in names if (model_dir / name).is_file()}
+
+
 def cache_key(model_dir: Path, int8: bool, threads: int | None, shape: tuple[int, int]) -> str:
-    """The key of a choice: the model's weight files (path, size, mtime), the CPU signature, int8, shape."""
-    files = {}
-    for name in ("model.safetensors", "model.onnx", "model.int8.onnx"):
-        p = model_dir / name
-        if p.is_file():
-            st = p.stat()
-            files[name] = [st.st_size, st.st_mtime_ns]
+    """The key of a choice: the content of the model's files (sha256: new weights with the old size and
+    mtime are another model), the CPU signature, int8, shape."""
+    files = content_key(model_dir, ("model.safetensors", "config.json", "model.onnx", "model.int8.onnx"))
     key = {
         "model_dir": str(model_dir.resolve()),
         "files": files,
@@ -334,9 +351,9 @@ def int8_score_refusal(export_dir: Path) -> str | None:
 
 def export_cache_dir(model_dir: Path) -> Path:
     """Where ``--backend auto`` keeps the ONNX export of a model directory that has none: under the cache
-    directory, keyed by the weights file (a new checkpoint in the same place gets a new export)."""
-    st = (model_dir / "model.safetensors").stat()
-    ident = f"{model_dir.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    directory, keyed by the content of its weights and config.json (`content_key`: new weights get a new
+    export, whatever their size and mtime)."""
+    ident = json.dumps({"model_dir": str(model_dir.resolve()), **content_key(model_dir)}, sort_keys=True)
     return cache_dir() / "onnx" / hashlib.sha256(ident.encode()).hexdigest()[:24]
 
 

@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from albert_lm._io import first_non_finite_json
 from albert_lm.infer.predictor import Predictor
 from albert_lm.serve.batcher import BatcherClosed, MicroBatcher
 from albert_lm.serve.config import ServeConfig
@@ -47,6 +48,17 @@ class RequestError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+def finite_rows(rows: Any) -> Any:
+    """``rows``, refused (500) when they hold NaN or infinity: JSON has neither, and an answer must never
+    carry one with a 200."""
+    bad = first_non_finite_json(rows)
+    if bad is not None:
+        raise RequestError(
+            500, f"the model produced a non-finite value (NaN or infinity) at predictions{bad}"
+        )
+    return rows
 
 
 def _strings(value: Any, where: str) -> Iterable[tuple[str, str]]:
@@ -230,7 +242,7 @@ def create_app(
             raise RequestError(422, str(e)) from None
         except BatcherClosed as e:
             raise RequestError(503, str(e)) from None
-        return {"predictions": rows}
+        return {"predictions": finite_rows(rows)}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:

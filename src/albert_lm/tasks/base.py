@@ -20,7 +20,6 @@ The modules around this one: `albert_lm.tasks.inputs` (model directory tokenizer
 from __future__ import annotations
 
 import abc
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from albert_lm._io import atomic_write_text
+from albert_lm._io import atomic_write_text, json_text
 from albert_lm.tasks import metrics as M
 from albert_lm.tasks.collate import Batch, Feature, pad_features
 
@@ -234,7 +233,7 @@ class Task(abc.ABC):
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
     """Prediction records as JSON lines, written atomically (the directory is created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    atomic_write_text(path, "".join(json_text(r, str(path)) + "\n" for r in records))
 
 
 def per_example(

@@ -5,7 +5,10 @@ The same command then serves sentiment, topic or Chinese sentence-pair tasks::
     albert finetune custom --train train.csv --dev dev.csv --text-column sentence --label-column label \\
         --init MODEL_DIR --output RUN_DIR
 
-* CSV: RFC 4180 quoting (a quoted field may hold commas, quotes and newlines), UTF-8 with or without BOM.
+* CSV: RFC 4180 quoting (a quoted field may hold commas, quotes and newlines), UTF-8 with or without BOM,
+  read strictly (``csv.reader(strict=True)``): a quote that runs to the end of the file, a closing quote
+  not followed by a comma or line end, or a record over `MAX_RECORD_LINES` lines (a stray opening quote
+  swallowing the rows after it into one example) is an error naming the file and the record's first line.
 * TSV: tab-separated, quotes are literal (as GLUE's files), one record per line.
 * JSONL: one JSON object per line; columns are keys.
 
@@ -54,6 +57,10 @@ logger = logging.getLogger(__name__)
 FORMATS = ("csv", "tsv", "jsonl")
 
 
+MAX_RECORD_LINES = 20
+"""The most lines one CSV record may span (quoted newlines): more is a stray quote swallowing rows."""
+
+
 def detect_format(path: Path) -> str:
     suffix = path.suffix.lower().lstrip(".")
     if suffix in ("csv",):
@@ -93,7 +100,7 @@ def read_records(
         raise TaskDataError(str(e)) from None
     f = io.StringIO(text, newline="")  # newline="": the csv module sees quoted newlines as they are
     if fmt == "csv":
-        reader = csv.reader(f)
+        reader = csv.reader(f, strict=True)
     else:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
     header: list[str] | None = None
@@ -110,6 +117,12 @@ def read_records(
             break
         line = start
         start = reader.line_num + 1
+        if reader.line_num - line >= MAX_RECORD_LINES:
+            raise TaskDataError(
+                f"{p}:{line}: a quoted field runs over {reader.line_num - line + 1} lines, to line "
+                f"{reader.line_num} (more than {MAX_RECORD_LINES}): an unbalanced quote? A quote inside a "
+                'field is written ""'
+            )
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if header is None:

@@ -22,10 +22,13 @@ count, never all of them (a line listing 600 texts was 70-141 KB).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 
-from albert_lm.tasks.base import TaskDataError
+from albert_lm._io import read_utf8
+from albert_lm.tasks.base import ModelDirError, TaskDataError
 
 # Label sets up to this size are never judged too large for their rows: a smoke file of 3 rows and 2
 # classes is fine, and so is 10 topics from 12 rows.
@@ -111,4 +114,33 @@ def check_label_set(counts: Mapping[str, int], source: str, column: str) -> None
         raise TaskDataError(
             f"{source}: labels in column {column!r} look like abbreviations of each other, so they would be "
             f"separate classes: {shown}; make them one spelling in the file, or give the label set with --labels"
+        )
+
+
+def check_label_order(labels: object, task_file: Path, config_file: Path) -> None:
+    """Refuse a fine-tuned model directory whose task.json lists its labels in another order (or another
+    set) than its config.json's ``id2label`` maps the class ids: predictions would name the wrong class
+    (``neg`` for ``pos``) with exit 0. Hugging Face's default names (``LABEL_0``, ...: a model written
+    without label names) say nothing of the order and pass.
+
+    Raises:
+        ModelDirError: naming both files and both orders.
+    """
+    try:
+        config = json.loads(read_utf8(config_file))
+    except (OSError, ValueError):  # absent or unreadable: the model's loader says so
+        return
+    id2label = config.get("id2label") if isinstance(config, dict) else None
+    if not isinstance(labels, list) or not isinstance(id2label, dict) or not id2label:
+        return
+    by_id = {str(k): str(v) for k, v in id2label.items()}
+    ordered = [by_id.get(str(i)) for i in range(len(by_id))]
+    if all(name == f"LABEL_{i}" for i, name in enumerate(ordered)):
+        return
+    if ordered != [str(label) for label in labels]:
+        raise ModelDirError(
+            f"{task_file} lists the labels as [{short_list(labels)}] but {config_file} maps the class ids "
+            f"0, 1, ... to [{short_list('<none>' if n is None else n for n in ordered)}] (id2label): the two "
+            "disagree, so every prediction could name the wrong class; put back the files the model was "
+            "written with"
         )

@@ -57,9 +57,18 @@ def _pair(predictions: Any, labels: Any) -> tuple[np.ndarray, np.ndarray]:
     return p, y
 
 
+def _non_finite(*arrays: np.ndarray) -> bool:
+    """Whether a numeric array holds NaN or infinity. Every metric then is NaN (scipy's ``pearsonr`` /
+    ``spearmanr`` with ``nan_policy='propagate'``): NaN compares unequal to every label and sorts after
+    every number, so counting or ranking it gives a plausible score of nothing."""
+    return any(a.dtype.kind in "fc" and not np.isfinite(a).all() for a in arrays)
+
+
 def accuracy(predictions: Any, labels: Any) -> float:
-    """Fraction of predictions equal to the label."""
+    """Fraction of predictions equal to the label (NaN when either holds NaN or infinity)."""
     p, y = _pair(predictions, labels)
+    if _non_finite(p, y):
+        return float("nan")
     return float(np.mean(p == y))
 
 
@@ -70,8 +79,11 @@ def _f1(tp: float, fp: float, fn: float) -> float:
 
 
 def f1_binary(predictions: Any, labels: Any, positive: Any = 1) -> float:
-    """F1 of the positive class (MRPC and QQP: label 1, "paraphrase" / "duplicate")."""
+    """F1 of the positive class (MRPC and QQP: label 1, "paraphrase" / "duplicate"); NaN when either
+    side holds NaN or infinity."""
     p, y = _pair(predictions, labels)
+    if _non_finite(p, y):
+        return float("nan")
     tp = float(np.sum((p == positive) & (y == positive)))
     fp = float(np.sum((p == positive) & (y != positive)))
     fn = float(np.sum((p != positive) & (y == positive)))
@@ -79,8 +91,11 @@ def f1_binary(predictions: Any, labels: Any, positive: Any = 1) -> float:
 
 
 def f1_macro(predictions: Any, labels: Any) -> float:
-    """Unweighted mean of per-class F1 over the classes present in labels or predictions."""
+    """Unweighted mean of per-class F1 over the classes present in labels or predictions (NaN when either
+    side holds NaN or infinity)."""
     p, y = _pair(predictions, labels)
+    if _non_finite(p, y):
+        return float("nan")
     classes = np.unique(np.concatenate([p.ravel(), y.ravel()]))
     return float(np.mean([f1_binary(p, y, positive=c) for c in classes]))
 
@@ -90,9 +105,12 @@ def matthews_corrcoef(predictions: Any, labels: Any) -> float:
 
     With C the confusion matrix, t_k the true count and p_k the predicted count of class k, c the number
     correct and s the total: ``(c*s - sum_k t_k p_k) / sqrt((s^2 - sum_k p_k^2)(s^2 - sum_k t_k^2))``;
-    0 when the denominator is 0 (e.g. a constant prediction), as scikit-learn.
+    0 when the denominator is 0 (e.g. a constant prediction), as scikit-learn; NaN when either side holds
+    NaN or infinity.
     """
     p, y = _pair(predictions, labels)
+    if _non_finite(p, y):
+        return float("nan")
     classes, inverse = np.unique(np.concatenate([p.ravel(), y.ravel()]), return_inverse=True)
     n = p.size
     pi, yi = inverse[:n], inverse[n:]
@@ -112,8 +130,10 @@ def matthews_corrcoef(predictions: Any, labels: Any) -> float:
 
 
 def pearson(predictions: Any, labels: Any) -> float:
-    """Pearson correlation; 0 when either side is constant."""
+    """Pearson correlation; 0 when either side is constant, NaN when either holds NaN or infinity."""
     p, y = _pair(predictions, labels)
+    if _non_finite(p, y):
+        return float("nan")
     x = p.astype(np.float64).ravel() - p.astype(np.float64).mean()
     z = y.astype(np.float64).ravel() - y.astype(np.float64).mean()
     denom = np.sqrt(np.dot(x, x) * np.dot(z, z))
@@ -123,8 +143,11 @@ def pearson(predictions: Any, labels: Any) -> float:
 
 
 def rankdata(values: Any) -> np.ndarray:
-    """Ranks starting at 1, ties getting the average of their ranks (scipy.stats.rankdata 'average')."""
+    """Ranks starting at 1, ties getting the average of their ranks (scipy.stats.rankdata 'average'); all
+    NaN when a value is NaN (scipy's ``nan_policy='propagate'``: no rank for a value that has no order)."""
     a = np.asarray(values, dtype=np.float64).ravel()
+    if np.isnan(a).any():
+        return np.full(a.size, np.nan)
     order = np.argsort(a, kind="mergesort")
     sorted_a = a[order]
     # boundaries of runs of equal values
@@ -139,8 +162,11 @@ def rankdata(values: Any) -> np.ndarray:
 
 
 def spearman(predictions: Any, labels: Any) -> float:
-    """Spearman rank correlation: Pearson correlation of the average ranks."""
+    """Spearman rank correlation: Pearson correlation of the average ranks; NaN when either side holds NaN
+    (infinity ranks as the largest value, as in scipy)."""
     p, y = _pair(predictions, labels)
+    if any(a.dtype.kind in "fc" and np.isnan(a).any() for a in (p, y)):
+        return float("nan")
     return pearson(rankdata(p), rankdata(y))
 
 

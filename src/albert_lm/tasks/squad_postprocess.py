@@ -29,7 +29,6 @@ the chosen threshold reproduces ``best_f1`` exactly.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_lm._io import atomic_write_text
+from albert_lm._io import atomic_write_text, json_text
 from albert_lm.tasks.metrics import softmax
 from albert_lm.tasks.squad_data import SquadExample, SquadFeature
 from albert_lm.tasks.squad_metric import choose_null_threshold, f1_score, normalize_answer
@@ -114,7 +113,7 @@ def write_official_files(predictions: Sequence[Mapping[str, Any]], out_dir: Path
 
     def dump(name: str, obj: Any) -> Path:
         path = out_dir / name
-        atomic_write_text(path, json.dumps(obj, indent=4) + "\n")
+        atomic_write_text(path, json_text(obj, str(path), indent=4) + "\n")
         return path
 
     path = dump("predictions.json", {p["guid"]: p["prediction"] for p in predictions})

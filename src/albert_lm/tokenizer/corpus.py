@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from albert_lm._text import MAX_LINE_BYTES, NotTextError, iter_lines_bounded
+
 __all__ = [
     "open_binary",
     "iter_lines",
@@ -40,14 +42,16 @@ def open_binary(path: str | Path) -> IO[bytes]:
     return open(p, "rb")
 
 
-def iter_lines(path: str | Path) -> Iterator[str]:
+def iter_lines(path: str | Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[str]:
     """Yields the lines of a UTF-8 text file without their line ending.
 
     Raises:
         ValueError: a line is not valid UTF-8; the message names the file, the line and the byte.
+        NotTextError: UTF-16 / UTF-32, a NUL byte, bare-CR line ends, or a line over ``max_line_bytes``
+            (`albert_lm._text`: the rule of every text reader).
     """
     with open_binary(path) as f:
-        for lineno, raw in enumerate(f, start=1):
+        for lineno, raw in enumerate(iter_lines_bounded(f, str(path), max_line_bytes), start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -55,8 +59,8 @@ def iter_lines(path: str | Path) -> Iterator[str]:
                     f"{path}:{lineno}: not valid UTF-8 ({e.reason} at byte {e.start} of the line: "
                     f"{raw[max(0, e.start - 10) : e.start + 10]!r})"
                 ) from None
-            if lineno == 1 and line.startswith("\ufeff"):
-                line = line[1:]  # a UTF-8 byte-order mark is not text
+            if "\0" in line:
+                raise NotTextError(f"{path}:{lineno}: a NUL byte; is it a binary file?")
             yield line.rstrip("\r\n")
 
 

@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from albert_lm._io import TMP_PREFIX, atomic_write_dir, recover_dirs_in
+from albert_lm.optim._checks import first_non_finite_tensor
 from albert_lm.train.distributed import DistInfo, barrier, gather_objects
 from albert_lm.train.state_files import load_state, save_state
 
@@ -113,10 +114,7 @@ def first_non_finite(model: nn.Module, optimizer: torch.optim.Optimizer | None =
                 for key, t in optimizer.state.get(p, {}).items():
                     if isinstance(t, torch.Tensor) and t.is_floating_point():
                         named.append((f"optimizer state {key!r} of {label}", t))
-    if not named:
-        return None
-    finite = torch.stack([torch.isfinite(t).all() for _, t in named]).tolist()
-    return next((name for (name, _), ok in zip(named, finite) if not ok), None)
+    return first_non_finite_tensor(named)
 
 
 def check_finite(model: nn.Module, where: Path, optimizer: torch.optim.Optimizer | None = None) -> None:
