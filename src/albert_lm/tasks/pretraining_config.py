@@ -32,7 +32,13 @@ from typing import Any
 
 from albert_lm.config import ConfigError
 from albert_lm.train.config import TrainerConfig
-from albert_lm.train.settings import OptimSettings, RunSettings, ScheduleSettings, check_sections, sections_dict
+from albert_lm.train.settings import (
+    OptimSettings,
+    RunSettings,
+    ScheduleSettings,
+    check_sections,
+    sections_dict,
+)
 from albert_lm.train.settings import apply_dict as apply_sections
 
 __all__ = ["RECIPES", "SECTIONS", "ConfigError", "PretrainConfig", "apply_dict", "recipe"]
@@ -323,7 +329,14 @@ def recipe(name: str) -> PretrainConfig:
     return apply_dict(PretrainConfig(), RECIPES[name], f"recipe {name}")
 
 
+# What run_config.json records beside the settings (`albert_lm.tasks.pretraining_resume`): read as a config,
+# the file gives its settings only.
+RECORD_KEYS = ("identity", "changes")
+
+
 def apply_dict(cfg: PretrainConfig, raw: dict[str, Any], source: str) -> PretrainConfig:
     """A copy of ``cfg`` with the sections / fields of ``raw`` set (`albert_lm.train.settings.apply_dict`)."""
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k not in RECORD_KEYS}
     out: PretrainConfig = apply_sections(cfg, raw, source, SECTIONS)
     return out
