@@ -57,6 +57,7 @@ from albert_lm.data.shards import (
     parse_shard_name,
     part_manifest_name,
     read_footer,
+    sampled_sha256,
     sha256_file,
     shard_entry,
     shard_files,
@@ -273,7 +274,7 @@ def _reusable(path: Path, job: ShardJob, cfg_hash: str) -> dict[str, Any] | None
         return None
     if meta.get("first_document") != job.first_document or meta.get("index") != job.index:
         return None
-    return shard_entry(path.name, sha256_file(path), path.stat().st_size, meta)
+    return shard_entry(path.name, sha256_file(path), path.stat().st_size, meta, sampled_sha256(path))
 
 
 @dataclass
