@@ -152,8 +152,8 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
-class ClientGone(Exception):
-    """The client of a request disconnected before its answer: nothing to answer."""
+class ClientGone(RequestError):
+    """The client of a request disconnected before its answer (the answer, `CLIENT_CLOSED`, reaches no one)."""
 
 
 async def unless_disconnected(receive: Any, work: Awaitable[T]) -> T:
@@ -180,7 +180,7 @@ async def unless_disconnected(receive: Any, work: Awaitable[T]) -> T:
         watch.cancel()
     if not task.done():
         task.cancel()  # its inputs still queued are dropped by the batcher
-        raise ClientGone("the client disconnected")
+        raise ClientGone(CLIENT_CLOSED, "the client disconnected")
     return task.result()
 
 
@@ -249,10 +249,6 @@ def create_app(
     @app.exception_handler(RequestError)
     async def refused(request: Request, exc: RequestError) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=exc.status)
-
-    @app.exception_handler(ClientGone)
-    async def gone(request: Request, exc: ClientGone) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=CLIENT_CLOSED)  # no one reads it
 
     @app.post("/predict", response_model=schema.PredictResponse)
     async def predict(req: schema.PredictRequest, request: Request) -> dict[str, Any]:
