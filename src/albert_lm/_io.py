@@ -27,18 +27,21 @@ __all__ = [
     "DirLockedError",
     "JsonlError",
     "NotTextError",
+    "OutputOverlapError",
     "LOCK_FILE",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_dir",
     "atomic_write_json",
     "atomic_write_text",
+    "check_overwrite_inputs",
     "decode_utf8",
-    "die_with_parent",
     "fsync_dir",
     "fsync_tree",
+    "guard_output",
     "iter_jsonl",
     "lock_dir",
+    "lock_output",
     "output_path",
     "parse_json_line",
     "proto_fields",
@@ -290,11 +293,38 @@ def lock_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
-    lock = path / LOCK_FILE
+    try:
+        with _held(path / LOCK_FILE, path):
+            yield path
+    finally:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: the run's content stays
+                path.rmdir()
+
+
+@contextlib.contextmanager
+def lock_output(path: str | Path, part: str = "") -> Iterator[Path]:
+    """Hold the lock of the output ``path`` (a file or a directory a command writes, replaced whole by
+    `atomic_write` / `atomic_write_dir`) while inside: a sibling lock file ``.NAME[.PART].lock``, outside
+    the content, so that a swap of the output keeps it. A second writer of the same output fails at once,
+    naming the holder; ``part`` locks one part of an output that several processes fill together.
+
+    Raises:
+        DirLockedError: another process writes ``path`` (named by its process id).
+    """
+    path = output_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _held(path.parent / f".{path.name}{'.' + part if part else ''}.lock", path):
+        yield path
+
+
+@contextlib.contextmanager
+def _held(lock: Path, path: Path) -> Iterator[None]:
+    """``flock`` on the file ``lock`` (holding this process id) for the output ``path``; see `lock_dir`."""
     try:
         import fcntl
     except ImportError:
-        yield path
+        yield
         return
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
@@ -316,15 +346,40 @@ def lock_dir(path: str | Path) -> Iterator[Path]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))
-        yield path
+        yield
     finally:
         with contextlib.suppress(OSError):  # removed before the unlock, so no one locks a dead name
             if os.stat(lock).st_ino == os.fstat(fd).st_ino:
                 os.unlink(lock)
         os.close(fd)
-        if created:
-            with contextlib.suppress(OSError):  # not empty: the run's content stays
-                path.rmdir()
+
+
+class OutputOverlapError(ValueError):
+    """An output that would be written over one of the command's inputs; the message names both."""
+
+
+def check_overwrite_inputs(output: str | Path, inputs: dict[str, Any], *, whole_dir: bool = True) -> None:
+    """Refuse to replace ``output`` when that would delete one of the command's ``inputs`` (flag -> path,
+    a list of paths or None): an output that IS an input, CONTAINS one, or (``whole_dir``: a directory
+    output, whose parts the input may be) LIES INSIDE one.
+
+    Raises:
+        OutputOverlapError: naming the output, the flag and the input.
+    """
+    out = Path(output).resolve()
+    for flag, given in inputs.items():
+        for value in given if isinstance(given, (list, tuple)) else [given]:
+            if value is None or str(value) in ("", "-"):
+                continue
+            p = Path(value).resolve()
+            how = "is" if p == out else "contains" if p.is_relative_to(out) else None
+            if how is None and whole_dir and out.is_relative_to(p):
+                how = "lies inside"
+            if how:
+                raise OutputOverlapError(
+                    f"{output}: the output {how} {flag} {value}, which replacing it would delete; "
+                    "choose an output outside the inputs"
+                )
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -526,38 +581,13 @@ def proto_fields(buf: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
         yield field, wire, value
 
 
-def die_with_parent(parent_pid: int) -> None:
-    """Make this worker process end when its parent (process ``parent_pid``) ends, however that ends.
-
-    A pool's workers are children of the command that started them; killed with SIGKILL, the command cannot
-    stop them, and a forked worker waiting on its task queue never sees it close (its siblings hold the
-    queue's write end too): it would live on. On Linux, ``prctl(PR_SET_PDEATHSIG, SIGTERM)`` has the kernel
-    send SIGTERM when the parent dies; elsewhere a daemon thread polls the parent id every second. SIGTERM
-    gets its default action (a fork inherits the parent's Python handler), SIGINT is left to the parent
-    (Ctrl-C reaches the whole process group, and the parent shuts the pool down). Call it first in a pool's
-    ``initializer``.
-    """
-    import signal
-    import sys
-    import threading
-
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        pr_set_pdeathsig = 1  # <linux/prctl.h>
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0) == 0:
-            if os.getppid() != parent_pid:  # the parent died before the prctl took effect
-                os._exit(1)
-            return
-
-    def watch() -> None:
-        import time
-
-        while os.getppid() == parent_pid:
-            time.sleep(1.0)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+@contextlib.contextmanager
+def guard_output(
+    output: str | Path, inputs: dict[str, Any], overwrite: bool, *, whole_dir: bool = True, part: str = ""
+) -> Iterator[Path]:
+    """What every command writing ``output`` does first: with ``overwrite``, `check_overwrite_inputs`;
+    then it writes holding `lock_output`."""
+    if overwrite:
+        check_overwrite_inputs(output, inputs, whole_dir=whole_dir)
+    with lock_output(output, part) as path:
+        yield path

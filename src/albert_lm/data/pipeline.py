@@ -36,7 +36,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_lm._io import TMP_PREFIX, atomic_write_json, die_with_parent, fsync_dir
+from albert_lm._io import TMP_PREFIX, atomic_write_json, fsync_dir
+from albert_lm._proc import die_with_parent
 from albert_lm.data.build import (
     PrepareConfig,
     ShardContext,

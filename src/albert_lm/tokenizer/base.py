@@ -24,7 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
-from albert_lm._io import atomic_write_json, die_with_parent
+from albert_lm._io import atomic_write_json
+from albert_lm._proc import die_with_parent
 
 __all__ = ["Tokenizer", "Encoding", "Offsets", "as_text", "default_num_workers"]
 
