@@ -75,7 +75,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
                "compile": True, "log_every": 3,
                "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
                "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress_bar": False,
-               "activation_checkpointing": True}  # fmt: skip
+               "activation_checkpointing": True, "adaptive_threads_minutes": 5.0}  # fmt: skip
     assert set(changed) == set(shared)  # a new shared field must be added here
     for name, value in changed.items():
         assert getattr(run, name) != value, name  # each one really changes

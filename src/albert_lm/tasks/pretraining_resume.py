@@ -41,7 +41,7 @@ MAY_CHANGE_ON_RESUME = frozenset(
         "run.eval_batch_size",
         "run.progress_bar",
         "run.threads",
-        "run.adaptive_threads",
+        "run.adaptive_threads_minutes",
         "run.device",
         "data.num_workers",
         # paths: what they hold is compared by its fingerprint (``data``, ``eval_data``, ``tokenizer``)
