@@ -351,7 +351,7 @@ def _check_fields(value: Any, fields: dict[str, type], where: str, path: Path) -
         raise DataError(f"{path}: {where}: expected an object, got {type(value).__name__}")
     for name, kind in fields.items():
         v = value.get(name)
-        if not isinstance(v, kind) or isinstance(v, bool) or (kind is int and v < 0):
+        if not isinstance(v, kind) or isinstance(v, bool) or (isinstance(v, int) and v < 0):
             raise DataError(
                 f"{path}: {where}.{name}: expected {'a count' if kind is int else 'a string'}, got {v!r}"
             )
