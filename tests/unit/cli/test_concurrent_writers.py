@@ -43,7 +43,7 @@ def _race(argvs: tuple[list[str], list[str]], capsys) -> tuple[list[int], list[t
 
 
 def _check_pairs(
-    capsys, make_argvs: Callable[[int], tuple[list[str], list[str]]], whose: Callable[[int], int]
+    capsys, make_argvs: Callable[[int], tuple[list[str], list[str]]], whose: Callable[[int], int | None]
 ) -> None:
     """``whose(pair)``: which writer's output the pair's output is (0 or 1), read back from it."""
     for pair in range(PAIRS):
@@ -53,8 +53,8 @@ def _check_pairs(
         if codes == [0, 0]:  # both wrote: only one after the other
             (a0, a1), (b0, b1) = spans
             assert a1 <= b0 or b1 <= a0, f"pair {pair}: both writers succeeded at the same time"
-        winner = whose(pair)
-        assert codes[winner] == 0, (pair, codes)  # the output is a writer's that succeeded
+        winner = whose(pair)  # None: the two outputs are alike, and it is complete
+        assert winner is None or codes[winner] == 0, (pair, codes)  # the output is a writer's that succeeded
 
 
 @pytest.fixture(scope="module")
@@ -165,5 +165,44 @@ def test_predict_output_file(tmp_path, capsys):
 
     def whose(pair: int) -> int:
         return [3, 5].index(len((tmp_path / f"p{pair}.jsonl").read_text().splitlines()))
+
+    _check_pairs(capsys, argvs, whose)
+
+
+@pytest.mark.slow
+def test_convert_tf(tmp_path, capsys):
+    import shutil
+
+    from albert_lm.model import AlbertForPreTraining
+
+    src = tmp_path / "albert_base"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "fixtures" / "tf" / "google", src)
+
+    def argvs(pair: int) -> tuple[list[str], list[str]]:
+        argv = ["convert", "tf", str(src), "--output", str(tmp_path / f"c{pair}"), "--overwrite"]
+        return argv, list(argv)
+
+    def whose(pair: int) -> None:
+        out = tmp_path / f"c{pair}"
+        assert isinstance(AlbertForPreTraining.from_pretrained(out), AlbertForPreTraining)  # complete
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")], list(tmp_path.iterdir())
+
+    _check_pairs(capsys, argvs, whose)
+
+
+@pytest.mark.slow
+def test_export_sentence_transformers(tmp_path, capsys):
+    models = [make_model_dir(tmp_path / f"m{i}", seed=i) for i in range(2)]
+
+    def argvs(pair: int) -> tuple[list[str], list[str]]:
+        out = tmp_path / f"s{pair}"
+        return tuple(  # type: ignore[return-value]
+            ["export", "sentence-transformers", "--model", str(m), "--output", str(out), "--overwrite"]
+            for m in models
+        )
+
+    def whose(pair: int) -> int:
+        source = json.loads((tmp_path / f"s{pair}" / "export_report.json").read_text())["source"]
+        return [str(m) for m in models].index(source)
 
     _check_pairs(capsys, argvs, whose)
