@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# the helper modules of tests/unit (data_support, inference_support, ...) for the tests in its subfolders
+# (a conftest.py there would be imported as `conftest` and hide this one's `data_path`)
+sys.path.append(str(Path(__file__).resolve().parent / "unit"))
 DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
