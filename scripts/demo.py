@@ -263,6 +263,7 @@ def main() -> int:
     if args.fresh:
         shutil.rmtree(work, ignore_errors=True)
     t0 = time.time()
+    retune = args.threads is None  # chosen from a moment's load: the trainer re-decides it while it runs
     if args.threads is None:
         args.threads = auto_threads()
         print(f"torch threads: {args.threads} (idle cores now; --threads to choose)")
@@ -312,6 +313,8 @@ def main() -> int:
         common = ["--set", f"run.max_time_minutes={args.minutes}", "--set", "run.eval_batches=1000"]
         if args.threads:
             common += ["--set", f"run.threads={args.threads}"]
+        if retune:
+            common += ["--set", "run.adaptive_threads_minutes=2"]
         if (run_dir / "checkpoints").exists():
             albert("pretrain", "--resume", str(run_dir), *common)
         else:

@@ -13,6 +13,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent / "unit"))
 
 REPO = Path(__file__).resolve().parent.parent
+# the helper modules of tests/unit (data_support, inference_support, ...) for the tests in its subfolders
+# (a conftest.py there would be imported as `conftest` and hide this one's `data_path`)
+sys.path.append(str(Path(__file__).resolve().parent / "unit"))
 DATA = Path(os.environ.get("ALBERT_DATA_DIR", REPO / "data"))
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -31,19 +31,23 @@ __all__ = [
     "JsonlError",
     "NonFiniteJsonError",
     "NotTextError",
+    "OutputOverlapError",
     "LOCK_FILE",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_dir",
     "atomic_write_json",
     "atomic_write_text",
+    "check_overwrite_inputs",
     "decode_utf8",
     "first_non_finite_json",
     "fsync_dir",
     "fsync_tree",
+    "guard_output",
     "iter_jsonl",
     "json_text",
     "lock_dir",
+    "lock_output",
     "output_path",
     "parse_json_line",
     "proto_fields",
@@ -295,11 +299,38 @@ def lock_dir(path: str | Path) -> Iterator[Path]:
     path = Path(path)
     created = not path.exists()
     path.mkdir(parents=True, exist_ok=True)
-    lock = path / LOCK_FILE
+    try:
+        with _held(path / LOCK_FILE, path):
+            yield path
+    finally:
+        if created:
+            with contextlib.suppress(OSError):  # not empty: the run's content stays
+                path.rmdir()
+
+
+@contextlib.contextmanager
+def lock_output(path: str | Path, part: str = "") -> Iterator[Path]:
+    """Hold the lock of the output ``path`` (a file or a directory a command writes, replaced whole by
+    `atomic_write` / `atomic_write_dir`) while inside: a sibling lock file ``.NAME[.PART].lock``, outside
+    the content, so that a swap of the output keeps it. A second writer of the same output fails at once,
+    naming the holder; ``part`` locks one part of an output that several processes fill together.
+
+    Raises:
+        DirLockedError: another process writes ``path`` (named by its process id).
+    """
+    path = output_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _held(path.parent / f".{path.name}{'.' + part if part else ''}.lock", path):
+        yield path
+
+
+@contextlib.contextmanager
+def _held(lock: Path, path: Path) -> Iterator[None]:
+    """``flock`` on the file ``lock`` (holding this process id) for the output ``path``; see `lock_dir`."""
     try:
         import fcntl
     except ImportError:
-        yield path
+        yield
         return
     while True:
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, FILE_MODE)
@@ -321,15 +352,40 @@ def lock_dir(path: str | Path) -> Iterator[Path]:
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))
-        yield path
+        yield
     finally:
         with contextlib.suppress(OSError):  # removed before the unlock, so no one locks a dead name
             if os.stat(lock).st_ino == os.fstat(fd).st_ino:
                 os.unlink(lock)
         os.close(fd)
-        if created:
-            with contextlib.suppress(OSError):  # not empty: the run's content stays
-                path.rmdir()
+
+
+class OutputOverlapError(ValueError):
+    """An output that would be written over one of the command's inputs; the message names both."""
+
+
+def check_overwrite_inputs(output: str | Path, inputs: dict[str, Any], *, whole_dir: bool = True) -> None:
+    """Refuse to replace ``output`` when that would delete one of the command's ``inputs`` (flag -> path,
+    a list of paths or None): an output that IS an input, CONTAINS one, or (``whole_dir``: a directory
+    output, whose parts the input may be) LIES INSIDE one.
+
+    Raises:
+        OutputOverlapError: naming the output, the flag and the input.
+    """
+    out = Path(output).resolve()
+    for flag, given in inputs.items():
+        for value in given if isinstance(given, (list, tuple)) else [given]:
+            if value is None or str(value) in ("", "-"):
+                continue
+            p = Path(value).resolve()
+            how = "is" if p == out else "contains" if p.is_relative_to(out) else None
+            if how is None and whole_dir and out.is_relative_to(p):
+                how = "lies inside"
+            if how:
+                raise OutputOverlapError(
+                    f"{output}: the output {how} {flag} {value}, which replacing it would delete; "
+                    "choose an output outside the inputs"
+                )
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -580,3 +636,15 @@ def proto_fields(buf: bytes | memoryview) -> Iterator[tuple[int, int, Any]]:
         else:
             raise ValueError(f"unsupported protobuf wire type {wire} (field {field} at byte {start})")
         yield field, wire, value
+
+
+@contextlib.contextmanager
+def guard_output(
+    output: str | Path, inputs: dict[str, Any], overwrite: bool, *, whole_dir: bool = True, part: str = ""
+) -> Iterator[Path]:
+    """What every command writing ``output`` does first: with ``overwrite``, `check_overwrite_inputs`;
+    then it writes holding `lock_output`."""
+    if overwrite:
+        check_overwrite_inputs(output, inputs, whole_dir=whole_dir)
+    with lock_output(output, part) as path:
+        yield path

@@ -66,20 +66,23 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
 
 
 def _run_tf(args: argparse.Namespace) -> int:
+    from albert_lm._io import guard_output
     from albert_lm.convert.tf import convert_tf_checkpoint
     from albert_lm.model import HEADS
 
     start = time.perf_counter()
-    report = convert_tf_checkpoint(
-        args.checkpoint,
-        args.output,
-        HEADS,
-        config=args.config,
-        tokenizer=args.tokenizer,
-        head=None if args.head == "none" else args.head,
-        allow_unused=args.allow_unused,
-        overwrite=args.overwrite,
-    )  # errors (ConversionError, CheckpointFormatError, ConfigError, OSError) are reported by cli.main
+    inputs = {"CHECKPOINT": args.checkpoint, "--config": args.config, "--tokenizer": args.tokenizer}
+    with guard_output(args.output, inputs, args.overwrite):
+        report = convert_tf_checkpoint(
+            args.checkpoint,
+            args.output,
+            HEADS,
+            config=args.config,
+            tokenizer=args.tokenizer,
+            head=None if args.head == "none" else args.head,
+            allow_unused=args.allow_unused,
+            overwrite=args.overwrite,
+        )  # errors (ConversionError, CheckpointFormatError, ConfigError, OSError) are reported by cli.main
     seconds = time.perf_counter() - start
     summary = {
         "checkpoint": str(report.prefix),

@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_task(args: argparse.Namespace) -> int:
+    from albert_lm._io import guard_output
     from albert_lm.cli.finetune import task_class
     from albert_lm.finetune.rundir import load_finetuned
     from albert_lm.infer.predictor import Predictor
@@ -98,7 +99,8 @@ def _run_task(args: argparse.Namespace) -> int:
     )
     seconds = time.perf_counter() - t0
     out = args.output or (tuned.model_dir / "eval" / f"{args.split}.jsonl")
-    write_jsonl(out, res.predictions)
+    with guard_output(out, {}, False):  # one writer of the predictions file
+        write_jsonl(out, res.predictions)
     extra = ""
     if task.writes_submission(args.split):
         path = task.write_test_predictions(args.split, res.predictions, out.parent)

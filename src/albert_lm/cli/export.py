@@ -140,36 +140,42 @@ def _st_summary(report: dict[str, Any]) -> list[str]:
 def _run_sentence_transformers(args: argparse.Namespace) -> int:
     from_positional(args, "model", "--model", "MODEL_DIR")
     from_positional(args, "output", "--output", "OUT")
+    from albert_lm._io import guard_output
     from albert_lm.export.sentence_transformers import export_sentence_transformers
 
-    report = export_sentence_transformers(
-        args.model,
-        args.output,
-        normalize=args.normalize,
-        max_seq_length=args.max_seq_length,
-        checkpoint=args.checkpoint,
-        overwrite=args.overwrite,
-    )
+    with guard_output(args.output, {"--model": args.model}, args.overwrite):
+        report = export_sentence_transformers(
+            args.model,
+            args.output,
+            normalize=args.normalize,
+            max_seq_length=args.max_seq_length,
+            checkpoint=args.checkpoint,
+            overwrite=args.overwrite,
+        )
     print(json.dumps(report, indent=2) if args.json else "\n".join(_st_summary(report)))
     return 0
 
 
 def _run_onnx(args: argparse.Namespace) -> int:
     from_positional(args, "model", "--model", "MODEL_DIR")
+    from albert_lm._io import guard_output
     from albert_lm.export.pipeline import export_model_dir
 
     try:
-        report = export_model_dir(
-            args.model,
-            args.output,
-            int8=args.int8,
-            opset=args.opset,
-            calibrate_on=args.calibrate_on,
-            columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
-            checkpoint=args.checkpoint,
-            overwrite=args.overwrite,
-            threads=args.threads,
-        )
+        with guard_output(
+            args.output, {"--model": args.model, "--calibrate-on": args.calibrate_on}, args.overwrite
+        ):
+            report = export_model_dir(
+                args.model,
+                args.output,
+                int8=args.int8,
+                opset=args.opset,
+                calibrate_on=args.calibrate_on,
+                columns=[c.strip() for c in args.columns.split(",")] if args.columns else None,
+                checkpoint=args.checkpoint,
+                overwrite=args.overwrite,
+                threads=args.threads,
+            )
     except ImportError as e:
         raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[onnx]'") from e
     print(json.dumps(report, indent=2) if args.json else "\n".join(_summary(report)))

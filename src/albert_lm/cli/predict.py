@@ -325,14 +325,17 @@ def load_predictor(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert_lm._io import atomic_write
+    from albert_lm._io import atomic_write, check_overwrite_inputs, lock_output
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     if args.batch_size < 1:
         raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
     if args.threads is not None and args.threads < 1:
         raise ValueError(f"--threads: must be at least 1, got {args.threads}")
-    with open_input(args.input) as lines:
+    if args.output != "-":
+        check_overwrite_inputs(args.output, {"--input": args.input}, whole_dir=False)  # never the input
+    held = lock_output(args.output) if args.output != "-" else contextlib.nullcontext()  # one writer
+    with held, open_input(args.input) as lines:
         predictor = load_predictor(args)
         if args.output != "-":
 

@@ -163,6 +163,7 @@ def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from albert_lm._io import guard_output
     from albert_lm.cli.options import UsageError
     from albert_lm.data.pipeline import PrepareConfig, merge_parts, prepare
 
@@ -200,11 +201,17 @@ def run(args: argparse.Namespace) -> int:
         max_line_bytes=args.max_line_bytes,
         max_doc_chars=args.max_doc_chars,
     )
-    result = prepare(
-        args.input, args.tokenizer, args.output, cfg,
-        workers=args.workers, shard_index=args.shard_index, num_shards=args.num_shards,
-        overwrite=args.overwrite, strict=args.strict, max_skip_fraction=args.max_skip_fraction,
-    )  # fmt: skip
+    part = (
+        f"part-{args.shard_index}-of-{args.num_shards}" if args.num_shards > 1 else ""
+    )  # parts: one lock each
+    with guard_output(
+        args.output, {"--input": args.input, "--tokenizer": args.tokenizer}, args.overwrite, part=part
+    ):
+        result = prepare(
+            args.input, args.tokenizer, args.output, cfg,
+            workers=args.workers, shard_index=args.shard_index, num_shards=args.num_shards,
+            overwrite=args.overwrite, strict=args.strict, max_skip_fraction=args.max_skip_fraction,
+        )  # fmt: skip
     counts = result.get("counts")
     if counts:
         skipped = result.get("skipped") or {}

@@ -28,7 +28,9 @@ Several nodes (run on each, NODE = 0..N-1):
   torchrun --nnodes=N --node_rank=NODE --nproc_per_node=8 --master_addr=HOST0 --master_port=29500 \\
       -m albert_lm.cli.main pretrain --recipe albert-large --data-dir D --output R
 The global batch (run.global_batch_size) is kept: micro batch x accumulation x ranks. Ctrl-C / SIGTERM write a
-checkpoint and stop; --resume continues. A RUN_DIR that is not empty (an earlier run) is refused unless
+checkpoint and stop; --resume continues (the step cap, time budget and cadences may change and are recorded in
+run_config.json; another data, model, optimizer, lr, batch or seed is refused naming each; a run stopped
+before its first checkpoint starts over from step 0). A RUN_DIR that is not empty (an earlier run) is refused unless
 --resume (continue it) or --overwrite (replace it; the old run is kept aside until the new one has
 finished, and put back if it fails). Recipes: {recipes}.
 """

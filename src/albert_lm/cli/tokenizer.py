@@ -89,27 +89,30 @@ def _run_train(args: argparse.Namespace) -> int:
     else:
         symbols = tuple(s for s in args.user_defined_symbols.split(",") if s)
 
+    from albert_lm._io import guard_output
+
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
     # errors (unreadable input, a used --output, ...) are raised: `albert_lm.cli.main` prints them as one
     # line and exits 1
-    tok, stats = train_sentencepiece(
-        args.input,
-        args.output,
-        vocab_size=args.vocab_size,
-        do_lower_case=not args.cased,
-        keep_accents=args.keep_accents,
-        model_type=args.model_type,
-        character_coverage=args.character_coverage,
-        input_sentence_size=args.input_sentence_size,
-        user_defined_symbols=symbols,
-        seed=args.seed,
-        num_threads=args.threads,
-        progress=progress if args.progress else None,
-        sentencepiece_log=args.sentencepiece_log,
-        overwrite=args.overwrite,
-    )
+    with guard_output(args.output, {"--input": args.input}, args.overwrite):  # one writer; no input deleted
+        tok, stats = train_sentencepiece(
+            args.input,
+            args.output,
+            vocab_size=args.vocab_size,
+            do_lower_case=not args.cased,
+            keep_accents=args.keep_accents,
+            model_type=args.model_type,
+            character_coverage=args.character_coverage,
+            input_sentence_size=args.input_sentence_size,
+            user_defined_symbols=symbols,
+            seed=args.seed,
+            num_threads=args.threads,
+            progress=progress if args.progress else None,
+            sentencepiece_log=args.sentencepiece_log,
+            overwrite=args.overwrite,
+        )
     for f in stats.files:
         print(f)
     return 0

@@ -47,6 +47,7 @@ from albert_lm.data.masking import MaskingConfig, MaskRng, create_masked_lm_pred
 from albert_lm.data.shards import (
     TMP_PREFIX,
     SectionSpool,
+    sampled_sha256,
     shard_entry,
     shard_name,
     start_table_from_info,
@@ -385,4 +386,4 @@ def build_shard(job: ShardJob, ctx: ShardContext) -> dict[str, Any]:
         "%s: %d documents, %d tokens, %d instances in %.1fs",
         path.name, counts["documents"], counts["tokens"], made.n_inst, time.perf_counter() - t0,
     )  # fmt: skip
-    return shard_entry(path.name, digest, size, meta)
+    return shard_entry(path.name, digest, size, meta, sampled_sha256(path))

@@ -25,7 +25,7 @@ import numpy as np
 
 from albert_lm.data.documents import DataError
 from albert_lm.data.instances import FLAG_LABEL, FLAG_RANDOM_B
-from albert_lm.data.shards import ShardReader, iter_shard_paths, load_manifest
+from albert_lm.data.shards import ShardReader, check_shards, iter_shard_paths, load_manifest
 
 BUCKETS = 1 << 19  # hashed feature space
 EDGE = 3  # tokens at each end of a segment
@@ -71,6 +71,7 @@ Pairs = list[tuple[np.ndarray, np.ndarray]]
 def _instances(data_dir: Path, limit: int, rng: np.random.Generator) -> tuple[Pairs, np.ndarray, np.ndarray]:
     """(A, B) token arrays, labels and random-B flags of up to ``limit`` instances drawn without replacement."""
     manifest = load_manifest(data_dir)
+    check_shards(data_dir, manifest)
     readers = [ShardReader(p) for p in iter_shard_paths(data_dir, manifest)]
     sizes = np.array([len(r["instances"]) for r in readers])
     if sizes.sum() == 0:

@@ -47,13 +47,43 @@ from albert_lm.data.instances import (
     instance_word_starts,
 )
 from albert_lm.data.masking import MaskedPositions, MaskingConfig, MaskRng, create_masked_lm_predictions
-from albert_lm.data.shards import ShardReader, load_manifest, start_table_from_info, verify_shards
+from albert_lm.data.shards import (
+    ShardReader,
+    check_shards,
+    load_manifest,
+    start_table_from_info,
+    verify_shards,
+)
 
 logger = logging.getLogger(__name__)
 
 
 def _generator(*key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in key])))
+
+
+def _check_example(
+    r: ShardReader, index: int, ids: np.ndarray, pos: np.ndarray, inputs_at: np.ndarray, T: int, vocab: int
+) -> None:
+    """Refuse an instance that no correct shard holds: token ids beyond the vocabulary, a sequence longer
+    than the data's, mask positions outside it (the model would fail with an index error, or worse).
+
+    Raises:
+        DataError: naming the shard, the instance and what is out of range.
+    """
+    problem = None
+    if len(ids) > T:
+        problem = f"{len(ids)} tokens, longer than the sequence length {T}"
+    elif len(ids) and (int(ids.max()) >= vocab or int(ids.min()) < 0):
+        problem = f"token id {int(ids.max())} outside the vocabulary of {vocab}"
+    elif len(pos) and (int(pos.max()) >= len(ids) or int(pos.min()) < 0):
+        problem = f"mask position {int(pos.max())} beyond its {len(ids)} tokens"
+    elif len(inputs_at) and int(inputs_at.max()) >= vocab:
+        problem = f"masked input id {int(inputs_at.max())} outside the vocabulary of {vocab}"
+    if problem:
+        raise DataError(
+            f"{r.path}: instance {index}: {problem}; the shard is corrupt, prepare the data again"
+        )
 
 
 def _rank_and_world_size(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -116,8 +146,8 @@ class PretrainingDataset(IterableDataset):
                 f"{self.data_dir / 'manifest.json'}: prepared with tokenizer fingerprint {tok['fingerprint']}, "
                 f"but the given tokenizer has {getattr(tokenizer, 'fingerprint', None)}"
             )
-        if verify:
-            verify_shards(self.data_dir, self.manifest)
+        # every byte with verify; else each shard's size and sampled sha256 (a shard changed in place)
+        (verify_shards if verify else check_shards)(self.data_dir, self.manifest)
         self.masking, self.masking_config = self._masking(masking, masking_overrides)
         self.seed = int(cfg["seed"] if seed is None else seed)
         self.shuffle = shuffle
@@ -267,6 +297,7 @@ class PretrainingDataset(IterableDataset):
             )  # fmt: skip
             pos, inputs_at = m.positions, m.input_ids
         n, T = len(ids), self.max_seq_length
+        _check_example(r, index, ids, pos, inputs_at, T, self.vocab_size)
         input_ids = np.full(T, self.pad_id, dtype=np.int64)
         input_ids[:n] = ids
         labels = np.full(T, IGNORE_INDEX, dtype=np.int64)

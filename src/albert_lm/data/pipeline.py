@@ -27,6 +27,7 @@ import hashlib
 import json
 import logging
 import multiprocessing as mp
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import TMP_PREFIX, atomic_write_json, fsync_dir
+from albert_lm._proc import die_with_parent
 from albert_lm.data.build import (
     PrepareConfig,
     ShardContext,
@@ -56,6 +58,7 @@ from albert_lm.data.shards import (
     parse_shard_name,
     part_manifest_name,
     read_footer,
+    sampled_sha256,
     sha256_file,
     shard_entry,
     shard_files,
@@ -85,9 +88,10 @@ _WORKER_CTX: ShardContext | None = None
 
 
 def _init_worker(
-    cfg: PrepareConfig, out_dir: str, tokenizer: Any, tok_info: dict[str, Any], cfg_hash: str
+    cfg: PrepareConfig, out_dir: str, tokenizer: Any, tok_info: dict[str, Any], cfg_hash: str, parent: int
 ) -> None:
     global _WORKER_CTX
+    die_with_parent(parent)
     logging.basicConfig(level=logging.WARNING)
     _WORKER_CTX = ShardContext(cfg, Path(out_dir), load_tokenizer_arg(tokenizer), tok_info, cfg_hash)
 
@@ -128,13 +132,18 @@ def _shard_pool(run: _Run) -> Iterator[tuple[cf.ProcessPoolExecutor | None, Shar
         # Forked workers inherit the loaded tokenizer, splitter (and jieba) instead of loading them again;
         # the parent has no threads of its own here, so fork is safe.
         _WORKER_CTX = ctx
-        pool = cf.ProcessPoolExecutor(max_workers=run.workers, mp_context=mp.get_context("fork"))
+        pool = cf.ProcessPoolExecutor(
+            max_workers=run.workers,
+            mp_context=mp.get_context("fork"),
+            initializer=die_with_parent,  # no orphans when the command is killed
+            initargs=(os.getpid(),),
+        )
     else:
         pool = cf.ProcessPoolExecutor(
             max_workers=run.workers,
             mp_context=mp.get_context("spawn"),
             initializer=_init_worker,
-            initargs=(run.cfg, str(run.out), run.tokenizer, run.tok_info, run.cfg_hash),
+            initargs=(run.cfg, str(run.out), run.tokenizer, run.tok_info, run.cfg_hash, os.getpid()),
         )
     try:
         yield pool, ctx
@@ -266,7 +275,7 @@ def _reusable(path: Path, job: ShardJob, cfg_hash: str) -> dict[str, Any] | None
         return None
     if meta.get("first_document") != job.first_document or meta.get("index") != job.index:
         return None
-    return shard_entry(path.name, sha256_file(path), path.stat().st_size, meta)
+    return shard_entry(path.name, sha256_file(path), path.stat().st_size, meta, sampled_sha256(path))
 
 
 @dataclass

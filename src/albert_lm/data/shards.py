@@ -22,7 +22,12 @@ with ``numpy.memmap`` and reads nothing up front. The sections:
 The footer records the sections and the shard's metadata (its documents' global range, a hash of the
 text it was built from, the configuration hash, counts). A shard is written to a temporary name, flushed
 and fsync'ed, and only then renamed into place (``os.replace``): an interrupted run leaves temporaries,
-never a file named ``shard-*.bin`` that is half written. The manifest records each shard's sha256.
+never a file named ``shard-*.bin`` that is half written. The manifest records each shard's sha256, size and
+sampled sha256 (`sampled_sha256`: the size and a few fixed 64 KiB blocks). Opening a DATA_DIR
+(`check_shards`) compares each shard's size and sampled sha256, a few milliseconds however large the data;
+`verify_shards` (``albert data verify``) hashes every byte. A manifest without sampled hashes (written
+before they were recorded) is checked in full on open. `load_manifest` checks the fields readers use, so a
+malformed manifest is one error naming the field, not a traceback.
 """
 
 from __future__ import annotations
@@ -267,13 +272,14 @@ class ShardReader:
 COUNT_KEYS = ("documents", "sentences", "tokens", "instances", "label_1", "masked_tokens")
 
 
-def shard_entry(name: str, digest: str, size: int, meta: dict[str, Any]) -> dict[str, Any]:
-    """A shard's manifest entry, from its file name, sha256, size and footer metadata."""
+def shard_entry(name: str, digest: str, size: int, meta: dict[str, Any], sample: str) -> dict[str, Any]:
+    """A shard's manifest entry, from its file name, sha256, size, footer metadata and `sampled_sha256`."""
     # a fixed key order: a reused shard's entry (read back from its footer) must serialize identically
     return {
         "file": name,
         "sha256": digest,
         "bytes": size,
+        "sample_sha256": sample,
         "first_document": meta["first_document"],
         "input_documents": meta["input_documents"],
         **{k: meta["counts"][k] for k in COUNT_KEYS},
@@ -327,20 +333,96 @@ def load_manifest(data_dir: str | Path) -> dict[str, Any]:
         raise DataError(f"{path}: not an albert pretraining-data manifest")
     if manifest.get("version") != FORMAT_VERSION:
         raise DataError(f"{path}: manifest version {manifest.get('version')}, expected {FORMAT_VERSION}")
+    _check_manifest_fields(manifest, path)
     return manifest
+
+
+# The manifest fields that readers use, and their types (int fields: not bool).
+_SHARD_FIELDS = {"file": str, "sha256": str, "bytes": int, "instances": int}
+_CONFIG_FIELDS = {"max_seq_length": int, "masking": str, "seed": int}
+_TOKENIZER_FIELDS = {
+    "vocab_size": int, "cls_id": int, "sep_id": int, "mask_id": int, "pad_id": int, "fingerprint": str,
+    "start_pieces": str,
+}  # fmt: skip
+
+
+def _check_fields(value: Any, fields: dict[str, type], where: str, path: Path) -> None:
+    if not isinstance(value, dict):
+        raise DataError(f"{path}: {where}: expected an object, got {type(value).__name__}")
+    for name, kind in fields.items():
+        v = value.get(name)
+        if not isinstance(v, kind) or isinstance(v, bool) or (isinstance(v, int) and v < 0):
+            raise DataError(
+                f"{path}: {where}.{name}: expected {'a count' if kind is int else 'a string'}, got {v!r}"
+            )
+
+
+def _check_manifest_fields(manifest: dict[str, Any], path: Path) -> None:
+    """Raise a `DataError` naming the first field of ``manifest`` that readers cannot use."""
+    _check_fields(manifest.get("config"), _CONFIG_FIELDS, "config", path)
+    _check_fields(manifest.get("tokenizer"), _TOKENIZER_FIELDS, "tokenizer", path)
+    shards = manifest.get("shards")
+    if not isinstance(shards, list) or not shards:
+        raise DataError(f"{path}: shards: expected a non-empty list, got {shards!r:.80}")
+    for i, entry in enumerate(shards):
+        _check_fields(entry, _SHARD_FIELDS, f"shards[{i}]", path)
+        if parse_shard_name(entry["file"]) is None:
+            raise DataError(
+                f"{path}: shards[{i}].file: {entry['file']!r} is not a shard name (shard-NNNNN.bin)"
+            )
 
 
 def verify_shards(data_dir: str | Path, manifest: dict[str, Any] | None = None) -> None:
     """Recompute every shard's sha256 and compare with the manifest; raises :class:`DataError`."""
-    data_dir = Path(data_dir)
-    manifest = manifest or load_manifest(data_dir)
+    _check_shards(Path(data_dir), manifest or load_manifest(data_dir), full=True)
+
+
+def check_shards(data_dir: str | Path, manifest: dict[str, Any] | None = None) -> None:
+    """The cheap check of opening a DATA_DIR: each shard's size and `sampled_sha256` against the manifest
+    (its full sha256 when the manifest records no sampled one).
+
+    Raises:
+        DataError: naming the shard and what differs (``albert data verify`` checks every byte).
+    """
+    _check_shards(Path(data_dir), manifest or load_manifest(data_dir), full=False)
+
+
+def _check_shards(data_dir: Path, manifest: dict[str, Any], full: bool) -> None:
+    advice = f"the shard was changed after `albert prepare` wrote it; prepare {data_dir} again"
     for entry in manifest["shards"]:
         p = data_dir / entry["file"]
         if not p.is_file():
             raise DataError(f"{p}: listed in {data_dir / MANIFEST} but missing")
-        digest = sha256_file(p)
-        if digest != entry["sha256"]:
-            raise DataError(f"{p}: sha256 {digest} does not match the manifest ({entry['sha256']})")
+        size = p.stat().st_size
+        if "bytes" in entry and size != entry["bytes"]:
+            raise DataError(f"{p}: {size} bytes, the manifest says {entry['bytes']}; {advice}")
+        if full or "sample_sha256" not in entry:
+            digest, want, what = sha256_file(p), entry["sha256"], "sha256"
+        else:
+            digest, want, what = sampled_sha256(p), entry["sample_sha256"], "sampled sha256"
+        if digest != want:
+            raise DataError(f"{p}: {what} {digest} does not match the manifest's ({want}); {advice}")
+
+
+SAMPLE_BLOCK = 1 << 16
+SAMPLE_BLOCKS = 8
+
+
+def sampled_sha256(path: Path) -> str:
+    """The sha256 of a file's size and `SAMPLE_BLOCKS` blocks of `SAMPLE_BLOCK` bytes at fixed, evenly
+    spaced offsets, the first and last included (the whole file when it is no longer than those blocks).
+    Reads 512 KiB of a shard of any size; a change outside the sampled blocks is for `verify_shards`."""
+    size = path.stat().st_size
+    h = hashlib.sha256(b"%d:" % size)
+    with open(path, "rb") as f:
+        if size <= SAMPLE_BLOCK * SAMPLE_BLOCKS:
+            h.update(f.read())
+        else:
+            span = size - SAMPLE_BLOCK
+            for i in range(SAMPLE_BLOCKS):
+                f.seek(i * span // (SAMPLE_BLOCKS - 1))
+                h.update(f.read(SAMPLE_BLOCK))
+    return h.hexdigest()
 
 
 def clean_temporaries(data_dir: Path) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from albert_lm.data.instances import FLAG_LABEL, FLAG_RANDOM_B, FLAG_SHORT
 from albert_lm.data.masking import INFO_SPAN_START, REPLACE_KEEP, REPLACE_MASK, REPLACE_RANDOM
-from albert_lm.data.shards import ShardReader, load_manifest
+from albert_lm.data.shards import ShardReader, check_shards, load_manifest
 
 
 def _budget(lengths: np.ndarray, prob: float, max_pred: int) -> np.ndarray:
@@ -93,6 +93,7 @@ def compute_stats(
     """Measure a DATA_DIR; returns a JSON-able dict (see the module docstring)."""
     data_dir = Path(data_dir)
     manifest = load_manifest(data_dir)
+    check_shards(data_dir, manifest)  # what is measured is what the manifest lists
     cfg = manifest["config"]
     static = cfg["masking"] == "static"
     tally = _Tally()

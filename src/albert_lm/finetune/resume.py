@@ -31,6 +31,7 @@ from albert_lm.finetune.rundir import TASK_FILE, RunDirError
 from albert_lm.tasks.base import Task
 from albert_lm.tasks.collate import Feature
 from albert_lm.tasks.labels import short_list
+from albert_lm.train.identity import differences
 
 logger = logging.getLogger(__name__)
 
@@ -92,18 +93,7 @@ def run_identity(
 
 def _differences(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
     """``name: then X, now Y`` for each field that differs (hyperparameters by their flag)."""
-    out = []
-    for key in dict.fromkeys([*saved, *now]):
-        if key == "config":
-            before, after = saved.get(key) or {}, now.get(key) or {}
-            for name in dict.fromkeys([*before, *after]):
-                if before.get(name) != after.get(name):
-                    out.append(
-                        f"--{name.replace('_', '-')}: {before.get(name)!r} then, {after.get(name)!r} now"
-                    )
-        elif saved.get(key) != now.get(key):
-            out.append(f"{key}: {_show(saved.get(key))} then, {_show(now.get(key))} now")
-    return out
+    return differences(saved, now, flag=lambda name: f"--{name.replace('_', '-')}", show=_show)
 
 
 def _show(value: Any) -> str:

@@ -29,6 +29,7 @@ from albert_lm._io import (
     TMP_PREFIX,
     NotTextError,
     atomic_write_json,
+    check_overwrite_inputs,
     fsync_dir,
     read_utf8,
     recover_dir,
@@ -276,8 +277,8 @@ def check_output_dir(
     if p.exists() and not p.is_dir():
         raise RunDirError(f"{p}: exists and is not a directory")
     inside = init is not None and Path(init).resolve().is_relative_to(p.resolve())
-    if overwrite and inside and p.exists():
-        raise RunDirError(f"{p}: --init {init} lies inside it, and --overwrite would delete it")
+    if overwrite and p.exists():
+        check_overwrite_inputs(p, {"--init": init})  # --init inside it (or it inside --init)
     if overwrite or not _content(p):
         return False
     if not resume:

@@ -325,7 +325,14 @@ def recipe(name: str) -> PretrainConfig:
     return apply_dict(PretrainConfig(), RECIPES[name], f"recipe {name}")
 
 
+# What run_config.json records beside the settings (`albert_lm.pretrain.resume`): read as a config,
+# the file gives its settings only.
+RECORD_KEYS = ("identity", "changes")
+
+
 def apply_dict(cfg: PretrainConfig, raw: dict[str, Any], source: str) -> PretrainConfig:
     """A copy of ``cfg`` with the sections / fields of ``raw`` set (`albert_lm.train.settings.apply_dict`)."""
+    if isinstance(raw, dict):
+        raw = {k: v for k, v in raw.items() if k not in RECORD_KEYS}
     out: PretrainConfig = apply_sections(cfg, raw, source, SECTIONS)
     return out

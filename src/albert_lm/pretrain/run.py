@@ -18,10 +18,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert_lm._io import IGNORE_INDEX, atomic_write_dir, atomic_write_json, lock_dir
+from albert_lm._io import IGNORE_INDEX, atomic_write_dir, lock_dir
 from albert_lm.config import ConfigError
 from albert_lm.model import AlbertForPreTraining
 from albert_lm.pretrain.config import PretrainConfig
+from albert_lm.pretrain.resume import clear_early_logs, resume_plan, write_run_config
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.distributed import DistInfo
 from albert_lm.train.trainer import Trainer, TrainResult
@@ -220,6 +221,7 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
     from albert_lm.data import PretrainingDataset
 
     run_dir = Path(cfg.run.output or "")  # pretrain() refused an empty one
+    identity, changes, restore = resume_plan(cfg, resume)  # refuses another run before anything is written
     micro, accum = cfg.grad_accum_steps(info.world_size)
     tokenizer = _load_tokenizer(cfg.data.tokenizer)
     model, seq = _build_model(cfg, data_dir, info.rank)
@@ -274,9 +276,11 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         health.start(model)
     if info.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(run_dir / "run_config.json", cfg.with_absolute_paths().to_dict(), indent=2)
+        if resume and not restore:
+            clear_early_logs(run_dir)
+        write_run_config(cfg, identity, changes)
         _log_start(cfg, model, info, (micro, accum, seq), tcfg.max_steps)
-    result = trainer.fit(batches, resume=resume)
+    result = trainer.fit(batches, resume=restore)
     if info.is_main and result.last_checkpoint and result.stop_reason in ("max_steps", "time_limit"):
         # the final model directory, written next to its place and renamed over the previous one; never
         # with NaN / inf weights (the checkpoints refuse them too)

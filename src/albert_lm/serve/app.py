@@ -19,20 +19,22 @@ Limits answer with a 4xx that says which limit: 413 for a body over ``max_body_b
 than ``body_timeout_s`` to arrive; 400 for a body that is not JSON; 422 for JSON of the wrong shape; 503
 when more than ``max_pending`` inputs wait. On SIGTERM / SIGINT uvicorn stops accepting connections and
 the requests in flight are computed for up to ``shutdown_timeout_s``; inputs still waiting then are
-answered 503 (shutting down), and the process exits (`run_server`).
+answered 503 (shutting down), and the process exits (`run_server`). A request whose client disconnects
+before its answer is cancelled (`unless_disconnected`): its inputs still queued are dropped, not computed.
 
 FastAPI, pydantic and uvicorn (the ``serve`` extra) are imported when the app is built.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the endpoints' annotations at run time, and
 # the request model is imported inside `create_app`, where a string annotation could not be resolved.
+import asyncio
 import concurrent.futures
 import contextlib
 import importlib.util
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterable, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from albert_lm._io import first_non_finite_json
 from albert_lm.infer.predictor import Predictor
@@ -40,6 +42,9 @@ from albert_lm.serve.batcher import BatcherClosed, MicroBatcher
 from albert_lm.serve.config import ServeConfig
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+CLIENT_CLOSED = 499
+"""The status logged for a request whose client went before its answer (nginx's "client closed request")."""
 
 
 class RequestError(Exception):
@@ -159,6 +164,38 @@ class BodyLimit:
         await self.app(scope, limited_receive, send)
 
 
+class ClientGone(RequestError):
+    """The client of a request disconnected before its answer (the answer, `CLIENT_CLOSED`, reaches no one)."""
+
+
+async def unless_disconnected(receive: Any, work: Awaitable[T]) -> T:
+    """``await work``, cancelled as soon as the client disconnects (the ASGI ``receive`` gives
+    ``http.disconnect``): its inputs still queued in the batcher are then dropped, not computed (a
+    request's handler is not cancelled by the server when its client goes).
+
+    Raises:
+        ClientGone: the client went first.
+    """
+    task = asyncio.ensure_future(work)
+
+    async def disconnected() -> None:
+        while (await receive()).get("type") != "http.disconnect":
+            pass
+
+    watch = asyncio.ensure_future(disconnected())
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this request cancelled (shutdown): its work too
+        task.cancel()
+        raise
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()  # its inputs still queued are dropped by the batcher
+        raise ClientGone(CLIENT_CLOSED, "the client disconnected")
+    return task.result()
+
+
 def model_thread() -> concurrent.futures.ThreadPoolExecutor:
     """One thread for all of the model's work: load the `Predictor` in it, then serve with it
     (``create_app(..., executor=)``).
@@ -226,7 +263,7 @@ def create_app(
         return JSONResponse({"detail": str(exc)}, status_code=exc.status)
 
     @app.post("/predict", response_model=schema.PredictResponse)
-    async def predict(req: schema.PredictRequest) -> dict[str, Any]:
+    async def predict(req: schema.PredictRequest, request: Request) -> dict[str, Any]:
         """Predictions for the texts, pairs or items of the request, in its order."""
         from albert_lm.tasks.base import TaskDataError
 
@@ -237,7 +274,7 @@ def create_app(
             )
         try:
             examples = predictor.examples(records, source="request")
-            rows = await batcher.submit(examples)
+            rows = await unless_disconnected(request.receive, batcher.submit(examples))
         except (TaskDataError, ValueError) as e:
             raise RequestError(422, str(e)) from None
         except BatcherClosed as e:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from albert_lm._io import atomic_write_json
+from albert_lm._proc import die_with_parent
 
 __all__ = ["Tokenizer", "Encoding", "Offsets", "as_text", "default_num_workers"]
 
@@ -333,7 +334,8 @@ class Tokenizer(abc.ABC):
         jobs = [(method, (texts[i : i + chunk], 1)) for i in range(0, len(texts), chunk)]
         _WORKER_TOKENIZER = self
         try:
-            with multiprocessing.get_context("fork").Pool(workers) as pool:
+            fork = multiprocessing.get_context("fork")
+            with fork.Pool(workers, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 parts = pool.map(_worker_call, jobs, chunksize=1)
         finally:
             _WORKER_TOKENIZER = None

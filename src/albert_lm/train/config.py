@@ -68,6 +68,8 @@ class TrainerConfig:
     """Wall-clock budget of training time (summed over resumed runs; evaluation excluded); then checkpoint
     and stop."""
     progress: bool = _RUN.progress
+    adaptive_threads_minutes: float | None = _RUN.adaptive_threads_minutes
+    """Re-decide the CPU thread count every N minutes (`albert_lm.train.threads`); None: never."""
     tensorboard: bool = True
     """Also log to RUN_DIR/tb when the tensorboard package is installed (the loop built in code; the
     commands set it false and name their trackers in ``report_to``)."""

@@ -169,6 +169,9 @@ class RunSettings:
     """random seed: initialization, dropout (and fine-tuning's data order; pretraining's is DATA_DIR's)"""
     threads: int | None = None
     """torch CPU threads (default: torch's choice)"""
+    adaptive_threads_minutes: float | None = None
+    """on a CPU, re-decide the thread count every N minutes of the run: time a few steps at 1, half and all
+    the cores, keep the fastest, log a change; null: keep the count of the start"""
     log_every: int | None = 10
     """steps between metrics lines; null (fine-tuning): about ten per epoch, at most every 50"""
     eval_every: int | None = 1000
@@ -378,6 +381,7 @@ RULES: dict[type, list[Rule]] = {
         ("cpu_attention", *one_of(CPU_ATTENTIONS)),
         ("seed", at_least(0), "at least 0"),
         ("threads", at_least(1), "at least 1"),
+        ("adaptive_threads_minutes", above(0), "greater than 0 (or null: never)"),
         ("log_every", at_least(1), "at least 1"),
         ("eval_every", at_least(1), "at least 1 (or null)"),
         ("eval_batch_size", at_least(1), "at least 1"),

@@ -1,7 +1,4 @@
-"""ONE training loop for pretraining and fine-tuning.
-
-Public API (what `albert pretrain` and the GLUE / SQuAD / RACE helpers call)
-----------------------------------------------------------------------------
+"""ONE training loop for pretraining and fine-tuning (what `albert pretrain` and the task helpers call).
 
 The loop knows two things: a module whose ``forward(**batch)`` returns a dict (e.g. `albert_lm.model.Output`)
 with a scalar ``loss`` (and optionally more 0-d tensors, e.g. ``mlm_accuracy``, which are logged), and an
@@ -104,6 +101,7 @@ from albert_lm.train.parallelize import PRECISION_DTYPES, autocast, resumed_run,
 from albert_lm.train.result import TrainResult
 from albert_lm.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
 from albert_lm.train.settings import OptimSettings, ScheduleSettings
+from albert_lm.train.threads import thread_tuner
 
 __all__ = [
     "Trainer",
@@ -183,6 +181,7 @@ class Trainer:
         self.precision = resolve_precision(config.precision, self.device)  # "auto" -> bf16 | fp32
         self.dtype = PRECISION_DTYPES[self.precision]
         self.fp32_linear, self.cpu_attention = step_backends(self.device, self.dtype, config)
+        self.threads = thread_tuner(config.adaptive_threads_minutes, self.device)  # re-decided while running
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision == "fp16")
         self.metrics_log = MetricsLog(
             self.run_dir / METRICS_FILE if self.run_dir is not None and self.dist.is_main else None,
@@ -279,6 +278,7 @@ class Trainer:
             while stop is None and self.step < self.config.max_steps:
                 did_step, stop = self._apply_update(self._accumulate(model))
                 stop = self._after_step(did_step, stop)
+                self.threads.after_step()
             self._finish(stop or "max_steps")
         result = self._result(stop or "max_steps")
         if self.run_dir is not None and self.dist.is_main:

@@ -84,7 +84,7 @@ def test_the_loop_takes_its_shared_fields_from_the_settings() -> None:
                "eval_every": 7, "save_every": 4, "keep_last": 2, "max_bad_steps": 1, "spike_rollback": True,
                "spike_skip_batches": 5, "spike_max_rollbacks": 6, "progress": False,
                "activation_checkpointing": True, "early_stopping_patience": 2, "early_stopping_threshold": 0.5,
-               "report_to": "tensorboard"}  # fmt: skip
+               "report_to": "tensorboard", "adaptive_threads_minutes": 5.0}  # fmt: skip
     assert set(changed) == set(shared)  # a new shared field must be added here
     for name, value in changed.items():
         assert getattr(run, name) != value, name  # each one really changes
