@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from albert_lm._hub import resolve_model_dir
 from albert_lm._io import atomic_write, atomic_write_text
 from albert_lm.config import AlbertConfig, ConfigError, read_config_file
 from albert_lm.convert import keymap
@@ -147,13 +148,15 @@ def load_model_dir(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     require_head: bool = False,
+    revision: str | None = None,
     **kwargs: Any,
 ) -> M:
     """Build ``cls`` from a model directory (see module docstring), `PreTrainedModule.from_pretrained`.
 
     Args:
         cls: the model class to build.
-        path: the model directory.
+        path: the model directory, or a Hugging Face Hub id (``albert/albert-base-v2``, `albert_lm._hub`).
+        revision: the Hub revision of an id (branch, tag or commit).
         device, dtype: where and in which precision to put the model.
         require_head: every tensor of ``cls`` must be in the checkpoint, the head's (and the pooler's)
             included: a model directory without trained head weights is an error naming them instead
@@ -166,6 +169,7 @@ def load_model_dir(
         ConfigError: no or a bad ``config.json``.
         CheckpointError: unreadable weights; a missing, unexpected or mis-shaped tensor (named).
     """
+    path = resolve_model_dir(path, revision)
     config, raw = _read_config(path)
     field_names = set(config.to_dict())
     overrides = {k: v for k, v in kwargs.items() if k in field_names}
@@ -220,11 +224,12 @@ def load_model(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     require_head: bool = False,
+    revision: str | None = None,
     **kwargs: Any,
 ) -> PreTrainedModule:
-    """Load a model directory as the class its ``config.json`` names (see `model_class`), e.g. a
-    fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for `load_model_dir`."""
-    path = Path(path)
+    """Load a model directory (or a Hub id) as the class its ``config.json`` names (see `model_class`),
+    e.g. a fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for `load_model_dir`."""
+    path = resolve_model_dir(path, revision)
     _, raw = _read_config(path)
     cls = model_class(raw, str(path / CONFIG_NAME))
     return load_model_dir(cls, path, device=device, dtype=dtype, require_head=require_head, **kwargs)

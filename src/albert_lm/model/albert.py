@@ -74,6 +74,7 @@ class PreTrainedModule(nn.Module):
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         require_head: bool = False,
+        revision: str | None = None,
         **kwargs: Any,
     ) -> M:
         """Load a model directory: ours, a Hugging Face ALBERT one (AlbertModel / ForPreTraining /
@@ -82,13 +83,21 @@ class PreTrainedModule(nn.Module):
         logged (an error with ``require_head=True``, for prediction); any other missing, unexpected or
         mis-shaped tensor is an error naming it.
 
-        Keyword arguments are constructor arguments of the class (e.g. ``num_labels``) or AlbertConfig
-        fields to override (e.g. ``hidden_dropout_prob=0.0``).
+        ``path`` may be a Hugging Face Hub id (``albert/albert-base-v2``, at ``revision``), resolved through
+        ``huggingface_hub`` and its cache as transformers does. Keyword arguments are constructor
+        arguments of the class (e.g. ``num_labels``) or AlbertConfig fields to override (e.g.
+        ``hidden_dropout_prob=0.0``).
         """
         from albert_lm.convert.hf import load_model_dir
 
         return load_model_dir(
-            cls, Path(path), device=device, dtype=dtype, require_head=require_head, **kwargs
+            cls,
+            Path(path),
+            device=device,
+            dtype=dtype,
+            require_head=require_head,
+            revision=revision,
+            **kwargs,
         )
 
     def save_pretrained(self, path: str | Path, tokenizer: Any = None) -> None:
