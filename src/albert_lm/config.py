@@ -283,6 +283,8 @@ class AlbertConfig:
     def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> AlbertConfig:
         """Read a released ``albert_config.json``, a Hugging Face ALBERT or BERT ``config.json``, or ours."""
         d = dict(raw)
+        if d.get("model_type") == UNLOADABLE_MODEL_TYPE:  # ours, kept from transformers (convert.hf)
+            d["model_type"] = d.get(MODEL_TYPE_KEY, "albert")
         model_type = d.get("model_type")
         kwargs: dict[str, Any] = {}
         names = {f.name for f in fields(cls)}
@@ -355,6 +357,13 @@ class AlbertConfig:
     def save_json(self, path: str | Path) -> None:
         """Write `to_hf_dict` as ``config.json`` (atomically)."""
         atomic_write_text(path, json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n")
+
+
+# config.json's model_type for a model that transformers cannot load whole (a head it has no class for,
+# a sharing layout it cannot express): a type it refuses, instead of one it would fill with random weights.
+# Our real model_type is then under MODEL_TYPE_KEY (`albert_lm.convert.hf.save_model_dir` writes both).
+UNLOADABLE_MODEL_TYPE = "albert-lm"
+MODEL_TYPE_KEY = "albert_model_type"
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -21,7 +21,13 @@ import torch
 
 from albert_lm._hub import resolve_model_dir
 from albert_lm._io import atomic_write, atomic_write_text
-from albert_lm.config import AlbertConfig, ConfigError, read_config_file
+from albert_lm.config import (
+    MODEL_TYPE_KEY,
+    UNLOADABLE_MODEL_TYPE,
+    AlbertConfig,
+    ConfigError,
+    read_config_file,
+)
 from albert_lm.convert import keymap
 from albert_lm.convert.keymap import KeyRule
 from albert_lm.model import HEADS, PreTrainedModule, head_of
@@ -365,6 +371,18 @@ def to_hf_state_dict(model: PreTrainedModule) -> dict[str, torch.Tensor]:
     return out
 
 
+def transformers_cannot_load(config: AlbertConfig, head: str | None) -> str | None:
+    """Why transformers cannot load a model of this config and head whole (None: it can): a head with no
+    transformers class (the SQuAD 2.0 verifier), or a sharing layout with no Hugging Face names."""
+    if head in keymap.HF_WITHOUT_CLASS:
+        return f"transformers has no class for the {head} head"
+    if not keymap.has_foreign_layout(config):
+        return (
+            f"sharing={config.sharing!r} has no Hugging Face layout; the weights are under albert's own names"
+        )
+    return None
+
+
 def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -> None:
     """Write config.json + model.safetensors (+ tokenizer files); each file atomically."""
     from safetensors.torch import save_file
@@ -372,16 +390,17 @@ def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -
     config: AlbertConfig = model.config
     head = head_of(model)
     path.mkdir(parents=True, exist_ok=True)
+    unloadable = transformers_cannot_load(config, head)
+    if unloadable:
+        logger.warning(
+            "%s: transformers cannot load this model (%s): its config.json names model_type %r, which "
+            "transformers refuses instead of filling the model with random weights; albert_lm loads it",
+            path, unloadable, UNLOADABLE_MODEL_TYPE,
+        )  # fmt: skip
     if keymap.has_foreign_layout(config):
         state = to_hf_state_dict(model)
         meta = {"format": "pt"}
     else:
-        logger.warning(
-            "sharing=%r has no Hugging Face layout: %s is written under albert's own names "
-            "(albert loads it; transformers does not)",
-            config.sharing,
-            path,
-        )
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         meta = {"format": "pt", "albert_format": NATIVE_FORMAT}
     # Tied tensors are stored once (the MLM decoder is the word embedding matrix).
@@ -391,6 +410,9 @@ def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -
     cfg["architectures"] = [keymap.hf_architecture(config.model_type, head)]
     cfg[HEAD_KEY] = head  # names the class where the architecture cannot (the SQuAD 2.0 head)
     cfg["model_type"] = config.model_type
+    if unloadable:  # a type transformers refuses; ours beside it (AlbertConfig.from_dict reads both)
+        cfg.update(model_type=UNLOADABLE_MODEL_TYPE, architectures=[type(model).__name__])
+        cfg[MODEL_TYPE_KEY] = config.model_type
     cfg.update(model.extra_config())
     if "num_labels" in cfg:
         n = int(cfg["num_labels"])
