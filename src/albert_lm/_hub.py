@@ -17,7 +17,7 @@ import logging
 import re
 from pathlib import Path
 
-__all__ = ["HubModelNotFound", "is_hub_id", "resolve_model_dir"]
+__all__ = ["HubModelNotFound", "hub_id_of", "is_hub_id", "resolve_model_dir"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,6 +47,20 @@ def is_hub_id(name: str | Path) -> bool:
     """Whether ``name`` reads as a Hub repository id (``owner/name``) rather than a path."""
     text = str(name)
     return bool(_HUB_ID.match(text)) and ".." not in text and "--" not in text
+
+
+def hub_id_of(name: str | Path) -> str | None:
+    """The Hub id that ``name`` is, or whose cached snapshot it is
+    (``.../models--albert--albert-base-v2/snapshots/<commit>`` -> ``albert/albert-base-v2``); else None."""
+    text = str(name)
+    if is_hub_id(text) and not Path(text).exists():
+        return text
+    parts = Path(text).parts
+    for folder, below in zip(parts, parts[1:]):
+        if folder.startswith("models--") and below == "snapshots":
+            repo_id = folder.removeprefix("models--").replace("--", "/", 1)
+            return repo_id if is_hub_id(repo_id) else None
+    return None
 
 
 def resolve_model_dir(name: str | Path, revision: str | None = None, *, everything: bool = False) -> Path:

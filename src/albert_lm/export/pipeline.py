@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_dir, atomic_write_json, recover_dir
+from albert_lm.convert.card import write_export_card
 from albert_lm.export import onnx as X
 from albert_lm.export.quantize import quantize_onnx_int8, weight_matmul_coverage
 
@@ -148,6 +149,7 @@ def export_model_dir(
         tokenizer.save_pretrained(tmp)
         report["files"] = _sizes(source, tmp)
         atomic_write_json(tmp / REPORT_FILE, report, indent=2)
+        write_export_card(tmp, report, info, out.name)  # README.md (albert_lm.convert.card)
 
     atomic_write_dir(out, write)
     report["output"] = str(out)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_text, lock_dir, output_path
+from albert_lm.convert.card import write_finetune_cards
 from albert_lm.tasks.base import (
     EvalResult,
     Example,
@@ -235,6 +236,7 @@ def _conclude(
             stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
         )
         atomic_write_text(report_path, json.dumps(report, indent=2) + "\n")
+        write_finetune_cards(out, report)  # README.md of each checkpoint (albert_lm.convert.card)
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
