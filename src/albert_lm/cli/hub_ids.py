@@ -32,7 +32,7 @@ def resolve_hub_ids(args: argparse.Namespace) -> None:
     Raises:
         HubModelNotFound: the id cannot be resolved (offline and not cached, no such repository, ...).
     """
-    dest = getattr(args, MODEL_DEST, None)
+    dest: str | None = getattr(args, MODEL_DEST, None)
     value = getattr(args, dest, None) if dest else None
     revision = getattr(args, "revision", None)
     if value is None:
@@ -41,4 +41,5 @@ def resolve_hub_ids(args: argparse.Namespace) -> None:
         return
     from albert_lm._hub import resolve_model_dir
 
+    assert dest is not None  # a value came from it
     setattr(args, dest, str(resolve_model_dir(str(value), revision)))

@@ -13,23 +13,24 @@ logs an error and returns an over-long sequence (a segment would lose all its to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from albert_lm.tokenizer.base import Encoding, Tokenizer
+    from albert_lm.tokenizer.base import Encoding, Tokenizer, Truncation
 
 __all__ = ["BatchEncoding", "call_tokenizer"]
 
+T = TypeVar("T")
 KEYS = ("input_ids", "token_type_ids", "attention_mask")
-_PADDING = {
+_PADDING: dict[Any, str | None] = {
     True: "longest",
     "longest": "longest",
     "max_length": "max_length",
     False: None,
     "do_not_pad": None,
 }
-_TRUNCATION = {
+_TRUNCATION: dict[Any, Truncation] = {
     True: "longest_first",
     "longest_first": "longest_first",
     "only_first": "only_first",
@@ -54,7 +55,7 @@ class BatchEncoding(dict):  # type: ignore[type-arg]
         return BatchEncoding({k: v.to(device) if hasattr(v, "to") else v for k, v in self.items()})
 
 
-def _option(table: dict[Any, str | None], value: Any, name: str) -> str | None:
+def _option(table: Mapping[Any, T], value: Any, name: str) -> T | None:
     if value is None:
         return None
     try:
