@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 
+import albert_lm
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/unit: its helper modules
 from inference_support import TEXTS, make_model_dir  # noqa: E402
 
 REPO_ID = "albert-test/albert-tiny-sst"
-SRC = Path(__file__).resolve().parents[3] / "src"
+SRC = Path(albert_lm.__file__).resolve().parents[1]  # the package under test, in the subprocesses too
 
 
 def cache_repo(
