@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -23,13 +24,17 @@ def test_license_is_the_full_apache_2_text() -> None:
 
 @pytest.mark.slow
 def test_wheel_has_license_and_py_typed(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"  # a copy: setuptools writes build/ and *.egg-info into the tree it builds
+    shutil.copytree(REPO / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "LICENSE", "README.md"):
+        shutil.copy2(REPO / name, tree / name)
     done = subprocess.run(
         [
             sys.executable,
             "-m",
             "pip",
             "wheel",
-            str(REPO),
+            str(tree),
             "--no-deps",
             "--no-build-isolation",
             "-w",
