@@ -176,3 +176,21 @@ def test_local_paths_are_not_hub_ids(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert resolve_model_dir("owner/name") == Path("owner/name")  # an existing folder wins over the Hub
     with pytest.raises(ValueError, match="local path has no revision"):
         resolve_model_dir(local, "main")
+
+
+def test_convert_tf_takes_a_hub_id_and_a_local_prefix_stays_local(tmp_path: Path) -> None:
+    from albert_lm import load_model
+
+    tf_dir = Path(__file__).resolve().parents[2] / "fixtures" / "tf" / "google"
+    files = {p.name: p for p in tf_dir.iterdir() if p.is_file() and p.suffix != ".npz"}
+    cache_repo(tmp_path / "hf", "google-test/albert-tiny-tf", files, "c" * 40, ("main",))
+    out = tmp_path / "converted"
+    done = run_python(
+        CLI, tmp_path / "hf", "convert", "tf", "google-test/albert-tiny-tf", "--output", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    local = tmp_path / "local"
+    done = run_python(CLI, tmp_path / "hf", "convert", "tf", str(tf_dir), "--output", str(local))
+    assert done.returncode == 0, done.stderr
+    a, b = load_model(out).state_dict(), load_model(local).state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
