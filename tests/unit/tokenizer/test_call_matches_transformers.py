@@ -1,19 +1,21 @@
 """``tokenizer(text, text_pair, padding=..., truncation=..., max_length=..., return_tensors=...)`` gives what
 transformers' ``AutoTokenizer`` gives on the same model directory: ids, token types, attention masks and
 tensors, for one text, a batch and pairs, with every padding and truncation, on 1,000 real sentences (the
-polarity corpus fetched by `make data`) and the real all-MiniLM-L6-v2 directory (WordPiece).
+polarity corpus fetched by `make data`), on the real all-MiniLM-L6-v2 directory (WordPiece) and on a
+SentencePiece directory that `albert tokenizer train` writes from the Wikipedia dump (ALBERT's kind).
 
-The reference for pairs cut ``longest_first`` is the slow tokenizer (``use_fast=False``): the `tokenizers`
+The reference for pairs cut ``longest_first`` is the slow tokenizer (``BertTokenizer``, ``AlbertTokenizer``): the `tokenizers`
 library gives the odd token of a pair cut to halves to the longer segment, the original and we to the first
-(tests/parity/test_tokenizer_parity.py, difference 5). Texts whose plain ids already differ (characters
-transformers drops that the original keeps: tests/parity/test_tokenizer_parity.py, difference 3) are left
-out, and counted.
+(tests/parity/test_tokenizer_parity.py, difference 5). Texts whose plain ids already differ from either
+reference (characters transformers drops that the original keeps, difference 3; SentencePiece's
+digit-comma re-encoding that a tokenizer.json cannot express, difference 6) are left out, and counted.
 """
 
 from __future__ import annotations
 
 import csv
 import random
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ transformers.logging.set_verbosity_error()
 DATA = Path(__file__).resolve().parents[3] / "data"
 MINILM = DATA / "minilm"
 POLARITY = DATA / "polarity" / "polarity-en-pang-lee.csv"
+WIKI = DATA / "wiki" / "enwiki-shortened.xml.bz2"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 KEYS = ("input_ids", "token_type_ids", "attention_mask")
 
 
@@ -36,25 +40,42 @@ def _need(path: Path) -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def toks() -> tuple[Any, Any, Any]:
+@pytest.fixture(scope="module", params=["wordpiece", "sentencepiece"])
+def toks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any, Any]:
     from albert_lm.tokenizer import load_tokenizer
 
-    d = _need(MINILM)
-    return (
-        load_tokenizer(d),
-        transformers.AutoTokenizer.from_pretrained(str(d)),
-        transformers.AutoTokenizer.from_pretrained(str(d), use_fast=False),
-    )
+    if request.param == "wordpiece":
+        d = _need(MINILM)
+    else:
+        _need(WIKI)
+        sys.path.insert(0, str(FIXTURES / "tokenizer"))
+        import tokenizer_support
+
+        d = tokenizer_support.train_test_vocab(tmp_path_factory.getbasetemp())
+    fast = transformers.AutoTokenizer.from_pretrained(str(d))
+    if request.param == "wordpiece":
+        slow = transformers.AutoTokenizer.from_pretrained(str(d), use_fast=False)
+    else:  # our SentencePiece directory names the generic fast class; the slow one is asked for by name
+        if int(transformers.__version__.split(".")[0]) >= 5:
+            pytest.skip("transformers 5 has no SentencePiece-based (slow) AlbertTokenizer")
+        slow = transformers.AlbertTokenizer.from_pretrained(str(d))
+    assert fast.is_fast and not slow.is_fast
+    return load_tokenizer(d), fast, slow
 
 
 @pytest.fixture(scope="module")
 def texts(toks: tuple[Any, Any, Any]) -> list[str]:
-    ours, fast, _ = toks
+    ours, fast, slow = toks
     with _need(POLARITY).open(encoding="utf-8-sig", newline="") as f:
         rows = [row[1] for row in csv.reader(f) if len(row) > 1 and row[1].strip()]
     sample = random.Random(7).sample(rows, 1000)
-    same = [t for t in sample if ours.encode_ids(t) == fast(t, add_special_tokens=False)["input_ids"]]
+    same = [
+        t
+        for t in sample
+        if ours.encode_ids(t)
+        == fast(t, add_special_tokens=False)["input_ids"]
+        == slow(t, add_special_tokens=False)["input_ids"]
+    ]
     assert len(same) >= 990, f"{1000 - len(same)} of 1000 real sentences tokenize differently"
     return same
 
@@ -112,18 +133,18 @@ def _fits(ours: Any, a: str, b: str, max_length: int, truncation: str) -> bool:
     return {"only_first": la > excess, "only_second": lb > excess}.get(truncation, min(la, lb) > 0)
 
 
-@pytest.mark.parametrize("truncation", ["longest_first", "only_first", "only_second", True])
-@pytest.mark.parametrize("max_length", [24, 48, 128])
+@pytest.mark.parametrize("truncation", ["longest_first", "only_first", "only_second"])
+@pytest.mark.parametrize("max_length", [24, 64])
 def test_pairs(toks: tuple[Any, Any, Any], texts: list[str], truncation: Any, max_length: int) -> None:
     ours, fast, slow = toks
     rng = random.Random(max_length)
-    pairs = [(rng.choice(texts), rng.choice(texts)) for _ in range(500)]
-    name = "longest_first" if truncation is True else truncation
+    pairs = [(rng.choice(texts), rng.choice(texts)) for _ in range(600)]
+    name = truncation
     pairs = [p for p in pairs if _fits(ours, *p, max_length, name)]
-    assert len(pairs) >= 150
+    assert len(pairs) >= 60
     a, b = [p[0] for p in pairs], [p[1] for p in pairs]
     cut = sum(len(ours.encode_ids(x)) + len(ours.encode_ids(y)) + 3 > max_length for x, y in pairs)
-    assert cut > 0 or max_length == 128  # the cut is exercised
+    assert cut > 0  # the cut is exercised
     reference = slow if name == "longest_first" else fast
     for kwargs in (
         dict(truncation=truncation, max_length=max_length),
@@ -133,6 +154,8 @@ def test_pairs(toks: tuple[Any, Any, Any], texts: list[str], truncation: Any, ma
         got = ours(a, b, **kwargs)
         _assert_same(got, reference(a, b, **kwargs), f"pairs {kwargs}")
         _assert_same(ours(list(zip(a, b)), **kwargs), got, f"list of pairs {kwargs}")
+        if name == "longest_first":  # truncation=True is longest_first, as in transformers
+            _assert_same(ours(a, b, **{**kwargs, "truncation": True}), got, f"True {kwargs}")
     for x, y in pairs[:20]:  # one pair at a time
         kwargs = dict(truncation=truncation, max_length=max_length, return_tensors="pt")
         _assert_same(ours(x, y, **kwargs), reference(x, y, **kwargs), f"{x!r} / {y!r}")
