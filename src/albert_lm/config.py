@@ -326,6 +326,8 @@ class AlbertConfig:
     def from_dict(cls, raw: dict[str, Any], source: str = "<dict>") -> AlbertConfig:
         """Read a released ``albert_config.json``, a Hugging Face ALBERT or BERT ``config.json``, or ours."""
         d = dict(raw)
+        if d.get("model_type") == UNLOADABLE_MODEL_TYPE:  # ours, kept from transformers (convert.hf)
+            d["model_type"] = d.get(MODEL_TYPE_KEY, "albert")
         model_type = d.get("model_type")
         kwargs: dict[str, Any] = {}
         names = {f.name for f in fields(cls)}
@@ -378,9 +380,33 @@ class AlbertConfig:
         """Read a config file (see `from_dict`); errors name the file."""
         return cls.from_dict(read_config_file(path), source=str(path))
 
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, revision: str | None = None) -> AlbertConfig:
+        """The ``config.json`` of a model directory or a Hugging Face Hub id (``albert/albert-base-v2``,
+        at ``revision``; see `albert_lm._hub`).
+
+        Raises:
+            ConfigError: no ``config.json`` there, or a bad one (the message names the file and field).
+            HubModelNotFound: an id that cannot be resolved (offline and not cached, ...).
+        """
+        from albert_lm._hub import resolve_model_dir
+
+        directory = resolve_model_dir(path, revision)
+        config_file = directory / "config.json" if directory.is_dir() else directory
+        if not config_file.is_file():
+            raise ConfigError(f"{config_file}: no such file (not a model directory?)")
+        return cls.from_json(config_file)
+
     def save_json(self, path: str | Path) -> None:
         """Write `to_hf_dict` as ``config.json`` (atomically)."""
         atomic_write_text(path, json.dumps(self.to_hf_dict(), indent=2, sort_keys=True) + "\n")
+
+
+# config.json's model_type for a model that transformers cannot load whole (a head it has no class for,
+# a sharing layout it cannot express): a type it refuses, instead of one it would fill with random weights.
+# Our real model_type is then under MODEL_TYPE_KEY (`albert_lm.convert.hf.save_model_dir` writes both).
+UNLOADABLE_MODEL_TYPE = "albert-lm"
+MODEL_TYPE_KEY = "albert_model_type"
 
 
 # ---------------------------------------------------------------------------------------------------------

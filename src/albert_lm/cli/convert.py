@@ -63,6 +63,19 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
         "the new one is complete)",
     )
     p.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    p.add_argument(
+        "--revision", metavar="REV", help="with a Hugging Face Hub id as CKPT: branch, tag or commit"
+    )
+
+
+def _local_checkpoint(checkpoint: str, revision: str | None) -> str:
+    """CKPT as given, or the snapshot of the Hub repository it names (``owner/name`` whose ``owner`` is no
+    local folder: ``albert_base/model.ckpt-best`` is a checkpoint prefix)."""
+    from albert_lm._hub import is_hub_id, resolve_model_dir
+
+    if Path(checkpoint).parent.is_dir() and revision is None or not is_hub_id(checkpoint):
+        return checkpoint
+    return str(resolve_model_dir(checkpoint, revision, everything=True))
 
 
 def _run_tf(args: argparse.Namespace) -> int:
@@ -74,7 +87,7 @@ def _run_tf(args: argparse.Namespace) -> int:
     inputs = {"CHECKPOINT": args.checkpoint, "--config": args.config, "--tokenizer": args.tokenizer}
     with guard_output(args.output, inputs, args.overwrite):
         report = convert_tf_checkpoint(
-            args.checkpoint,
+            _local_checkpoint(args.checkpoint, args.revision),
             args.output,
             HEADS,
             config=args.config,

@@ -19,6 +19,7 @@ import logging
 import sys
 import traceback
 
+from albert_lm.cli.hub_ids import add_revision_flags, resolve_hub_ids
 from albert_lm.cli.options import DEPRECATIONS, RUN, UsageError, mark_deprecated, runs
 
 # name -> module. A plain table: adding a command is adding a line here.
@@ -70,6 +71,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         if name == command:
             module.add_arguments(p)
             mark_deprecated(p)  # old spellings of the convention's flags (docs/cli.md) print one line
+            add_revision_flags(p)  # --model may be a Hub id: --revision beside it
             if not subcommands(p):  # a leaf itself; a command with subcommands marked its leaves
                 runs(p, module.run)
     return parser
@@ -135,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        resolve_hub_ids(args)
         return _end(int(run(args) or 0))
     except UsageError as e:  # as argparse reports its own: the command's usage, exit 2
         subcommands(parser)[args.command].error(str(e))

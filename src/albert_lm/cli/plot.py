@@ -25,7 +25,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from albert_lm.cli.options import MissingExtra
     from albert_lm.train.plot import plot_runs
+
+    try:
+        import matplotlib  # noqa: F401 - an optional dependency (the plot extra)
+    except ImportError as e:
+        raise MissingExtra(f"{e.name or 'matplotlib'} is missing; pip install 'albert-lm[plot]'") from None
 
     # a missing run or a bad metrics.jsonl raises: `albert_lm.cli.main` prints it as one line and exits 1
     print(plot_runs(args.run_dirs, args.output, smooth=args.smooth))

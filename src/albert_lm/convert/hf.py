@@ -19,8 +19,15 @@ from typing import Any, TypeVar
 
 import torch
 
+from albert_lm._hub import resolve_model_dir
 from albert_lm._io import atomic_write, atomic_write_text
-from albert_lm.config import AlbertConfig, ConfigError, read_config_file
+from albert_lm.config import (
+    MODEL_TYPE_KEY,
+    UNLOADABLE_MODEL_TYPE,
+    AlbertConfig,
+    ConfigError,
+    read_config_file,
+)
 from albert_lm.convert import keymap
 from albert_lm.convert.keymap import KeyRule
 from albert_lm.model import HEADS, PreTrainedModule, head_of
@@ -166,13 +173,15 @@ def load_model_dir(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     require_head: bool = False,
+    revision: str | None = None,
     **kwargs: Any,
 ) -> M:
     """Build ``cls`` from a model directory (see module docstring), `PreTrainedModule.from_pretrained`.
 
     Args:
         cls: the model class to build.
-        path: the model directory.
+        path: the model directory, or a Hugging Face Hub id (``albert/albert-base-v2``, `albert_lm._hub`).
+        revision: the Hub revision of an id (branch, tag or commit).
         device, dtype: where and in which precision to put the model.
         require_head: every tensor of ``cls`` must be in the checkpoint, the head's (and the pooler's)
             included: a model directory without trained head weights is an error naming them instead
@@ -185,6 +194,7 @@ def load_model_dir(
         ConfigError: no or a bad ``config.json``.
         CheckpointError: unreadable weights; a missing, unexpected or mis-shaped tensor (named).
     """
+    path = resolve_model_dir(path, revision)
     config, raw = _read_config(path)
     field_names = set(config.to_dict())
     overrides = {k: v for k, v in kwargs.items() if k in field_names}
@@ -240,11 +250,12 @@ def load_model(
     device: str | torch.device | None = None,
     dtype: torch.dtype | None = None,
     require_head: bool = False,
+    revision: str | None = None,
     **kwargs: Any,
 ) -> PreTrainedModule:
-    """Load a model directory as the class its ``config.json`` names (see `model_class`), e.g. a
-    fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for `load_model_dir`."""
-    path = Path(path)
+    """Load a model directory (or a Hub id) as the class its ``config.json`` names (see `model_class`),
+    e.g. a fine-tuned classifier as `AlbertForSequenceClassification`. Arguments as for `load_model_dir`."""
+    path = resolve_model_dir(path, revision)
     _, raw = _read_config(path)
     cls = model_class(raw, str(path / CONFIG_NAME))
     return load_model_dir(cls, path, device=device, dtype=dtype, require_head=require_head, **kwargs)
@@ -380,6 +391,18 @@ def to_hf_state_dict(model: PreTrainedModule) -> dict[str, torch.Tensor]:
     return out
 
 
+def transformers_cannot_load(config: AlbertConfig, head: str | None) -> str | None:
+    """Why transformers cannot load a model of this config and head whole (None: it can): a head with no
+    transformers class (the SQuAD 2.0 verifier), or a sharing layout with no Hugging Face names."""
+    if head in keymap.HF_WITHOUT_CLASS:
+        return f"transformers has no class for the {head} head"
+    if not keymap.has_foreign_layout(config):
+        return (
+            f"sharing={config.sharing!r} has no Hugging Face layout; the weights are under albert's own names"
+        )
+    return None
+
+
 def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -> None:
     """Write config.json + model.safetensors (+ tokenizer files); each file atomically."""
     from safetensors.torch import save_file
@@ -387,16 +410,17 @@ def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -
     config: AlbertConfig = model.config
     head = head_of(model)
     path.mkdir(parents=True, exist_ok=True)
+    unloadable = transformers_cannot_load(config, head)
+    if unloadable:
+        logger.warning(
+            "%s: transformers cannot load this model (%s): its config.json names model_type %r, which "
+            "transformers refuses instead of filling the model with random weights; albert_lm loads it",
+            path, unloadable, UNLOADABLE_MODEL_TYPE,
+        )  # fmt: skip
     if keymap.has_foreign_layout(config):
         state = to_hf_state_dict(model)
         meta = {"format": "pt"}
     else:
-        logger.warning(
-            "sharing=%r has no Hugging Face layout: %s is written under albert's own names "
-            "(albert loads it; transformers does not)",
-            config.sharing,
-            path,
-        )
         state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
         meta = {"format": "pt", "albert_format": NATIVE_FORMAT}
     check_finite_weights(state, path / WEIGHTS_NAME, doing="not writing ")
@@ -407,6 +431,9 @@ def save_model_dir(model: PreTrainedModule, path: Path, tokenizer: Any = None) -
     cfg["architectures"] = [keymap.hf_architecture(config.model_type, head)]
     cfg[HEAD_KEY] = head  # names the class where the architecture cannot (the SQuAD 2.0 head)
     cfg["model_type"] = config.model_type
+    if unloadable:  # a type transformers refuses; ours beside it (AlbertConfig.from_dict reads both)
+        cfg.update(model_type=UNLOADABLE_MODEL_TYPE, architectures=[type(model).__name__])
+        cfg[MODEL_TYPE_KEY] = config.model_type
     cfg.update(model.extra_config())
     if "num_labels" in cfg:
         n = int(cfg["num_labels"])

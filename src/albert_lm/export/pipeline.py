@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_dir, atomic_write_json, recover_dir
+from albert_lm.convert.card import write_export_card
 from albert_lm.infer.onnx_files import INT8_FILE, ONNX_FILE, REPORT_FILE, ExportError, write_checked_onnx
 
 logger = logging.getLogger(__name__)
@@ -126,6 +127,7 @@ def export_model_dir(
         tokenizer.save_pretrained(tmp)
         report["files"] = _sizes(source, tmp)
         atomic_write_json(tmp / REPORT_FILE, report, indent=2)
+        write_export_card(tmp, report, info, out.name)  # README.md (albert_lm.convert.card)
 
     atomic_write_dir(out, write)
     report["output"] = str(out)

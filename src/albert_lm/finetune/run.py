@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import atomic_write_text, json_text, lock_dir, output_path
+from albert_lm.convert.card import write_finetune_cards
 from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.finetune.resume import RUN_KEY, check_resume, run_identity
 from albert_lm.finetune.rundir import REPORT_FILE, check_output_dir, replacing, report_dir, write_task_info
@@ -235,6 +236,7 @@ def _conclude(
         if cfg.run.early_stopping_patience is not None:
             report["early_stopping"] = early_stopping_record(cfg, result)
         atomic_write_text(report_path, json_text(report, str(report_path), indent=2) + "\n")
+        write_finetune_cards(out, report)  # README.md of each checkpoint (albert_lm.convert.card)
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
     return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)

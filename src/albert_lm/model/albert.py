@@ -21,14 +21,48 @@ from albert_lm.model.encoder import Encoder, attention_mask_for_sdpa, init_weigh
 M = TypeVar("M", bound="PreTrainedModule")
 
 
-class Output(dict):
-    """Model outputs: a dict (what the trainer reads) whose keys are also attributes."""
+# transformers' output names -> ours (``out["last_hidden_state"]`` reads ``sequence_output``)
+OUTPUT_ALIASES = {
+    "last_hidden_state": "sequence_output",
+    "pooler_output": "pooled_output",
+    "prediction_logits": "mlm_logits",
+    "logits": "mlm_logits",
+}
+
+
+class Output(dict):  # type: ignore[type-arg]
+    """Model outputs: a dict (what the trainer reads) whose keys are also attributes, read as transformers'
+    ``ModelOutput`` too: ``out[0]`` / `to_tuple` (``loss`` first when present, then the model's outputs in
+    transformers' order, None left out) and transformers' names (``out["logits"]``, ``last_hidden_state``,
+    ``pooler_output``, ``prediction_logits``: `OUTPUT_ALIASES`)."""
+
+    #: the keys of `to_tuple` after ``loss``, in transformers' order (empty: every key, as inserted)
+    order: tuple[str, ...] = ()
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, slice)):
+            return self.to_tuple()[key]
+        if key not in self and OUTPUT_ALIASES.get(key) in self:
+            key = OUTPUT_ALIASES[key]
+        return super().__getitem__(key)
 
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def ordered(self, *keys: str) -> Output:
+        """This output with `to_tuple` giving ``keys`` after ``loss`` (transformers' fields of the model)."""
+        self.order = keys
+        return self
+
+    def to_tuple(self) -> tuple[Any, ...]:
+        """The values as transformers' ``ModelOutput.to_tuple`` gives them: ``loss`` first when present,
+        then `order` (or every other key, as inserted), the None ones left out."""
+        keys = self.order or tuple(k for k in self if k != "loss")
+        values = [dict.get(self, "loss"), *(dict.get(self, k) for k in keys)]
+        return tuple(v for v in values if v is not None)
 
 
 def reject_unknown_inputs(model: nn.Module, unknown: Mapping[str, Any]) -> None:
@@ -74,6 +108,7 @@ class PreTrainedModule(nn.Module):
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         require_head: bool = False,
+        revision: str | None = None,
         **kwargs: Any,
     ) -> M:
         """Load a model directory: ours, a Hugging Face ALBERT one (AlbertModel / ForPreTraining /
@@ -82,13 +117,21 @@ class PreTrainedModule(nn.Module):
         logged (an error with ``require_head=True``, for prediction); any other missing, unexpected or
         mis-shaped tensor is an error naming it.
 
-        Keyword arguments are constructor arguments of the class (e.g. ``num_labels``) or AlbertConfig
-        fields to override (e.g. ``hidden_dropout_prob=0.0``).
+        ``path`` may be a Hugging Face Hub id (``albert/albert-base-v2``, at ``revision``), resolved through
+        ``huggingface_hub`` and its cache as transformers does. Keyword arguments are constructor
+        arguments of the class (e.g. ``num_labels``) or AlbertConfig fields to override (e.g.
+        ``hidden_dropout_prob=0.0``).
         """
         from albert_lm.convert.hf import load_model_dir
 
         return load_model_dir(
-            cls, Path(path), device=device, dtype=dtype, require_head=require_head, **kwargs
+            cls,
+            Path(path),
+            device=device,
+            dtype=dtype,
+            require_head=require_head,
+            revision=revision,
+            **kwargs,
         )
 
     def save_pretrained(self, path: str | Path, tokenizer: Any = None) -> None:

@@ -60,6 +60,13 @@ def _masked_lm(
     return logits, *_cross_entropy(logits, targets)
 
 
+def _either(ours: Any, our_name: str, theirs: Any, their_name: str) -> Any:
+    """The labels given under our name or transformers' (not both: which would win is not obvious)."""
+    if ours is not None and theirs is not None:
+        raise TypeError(f"give {our_name} or {their_name} (transformers' name for it), not both")
+    return ours if theirs is None else theirs
+
+
 def _cross_entropy(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Cross-entropy (in float32) and accuracy of ``logits`` (N, K) against ``labels`` (N,): the loss of
     every head that picks one of K (masked word, sentence order, label, choice)."""
@@ -93,9 +100,14 @@ class AlbertForPreTraining(PreTrainedModule):
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
         sop_labels: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        sentence_order_label: torch.Tensor | None = None,
         **unknown: Any,
     ) -> Output:
+        """``labels`` / ``sentence_order_label`` are transformers' names of ``mlm_labels`` / ``sop_labels``."""
         reject_unknown_inputs(self, unknown)
+        mlm_labels = _either(mlm_labels, "mlm_labels", labels, "labels")
+        sop_labels = _either(sop_labels, "sop_labels", sentence_order_label, "sentence_order_label")
         out = self.albert(input_ids, token_type_ids, attention_mask)
         mlm_logits, mlm_loss, mlm_acc = _masked_lm(
             self.mlm, self.albert.embeddings.word.weight, out.sequence_output, mlm_labels
@@ -112,7 +124,7 @@ class AlbertForPreTraining(PreTrainedModule):
             losses.append(sop_loss if self.sop_loss_weight == 1.0 else self.sop_loss_weight * sop_loss)
         if losses:
             out["loss"] = sum(losses[1:], losses[0])
-        return out
+        return out.ordered("mlm_logits", "sop_logits")
 
 
 class AlbertForMaskedLM(PreTrainedModule):
@@ -130,9 +142,13 @@ class AlbertForMaskedLM(PreTrainedModule):
         token_type_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         mlm_labels: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
         **unknown: Any,
     ) -> Output:
+        """``labels`` is transformers' name of ``mlm_labels``. With labels, the logits are those of the
+        labelled positions only, (N, V) (the decoder runs there alone), not transformers' (B, T, V)."""
         reject_unknown_inputs(self, unknown)
+        mlm_labels = _either(mlm_labels, "mlm_labels", labels, "labels")
         out = self.albert(input_ids, token_type_ids, attention_mask)
         logits, loss, acc = _masked_lm(
             self.mlm, self.albert.embeddings.word.weight, out.sequence_output, mlm_labels
@@ -140,7 +156,7 @@ class AlbertForMaskedLM(PreTrainedModule):
         out["mlm_logits"] = logits
         if loss is not None:
             out.update(loss=loss, mlm_loss=loss, mlm_accuracy=acc)
-        return out
+        return out.ordered("mlm_logits")
 
 
 class _Classifier(PreTrainedModule):
@@ -185,7 +201,7 @@ class AlbertForSequenceClassification(_Classifier):
                 out["loss"] = F.mse_loss(logits.squeeze(-1).float(), labels.float())
             else:
                 out["loss"], out["accuracy"] = _cross_entropy(logits, labels)
-        return out
+        return out.ordered("logits")
 
 
 class AlbertForMultipleChoice(PreTrainedModule):
@@ -215,7 +231,7 @@ class AlbertForMultipleChoice(PreTrainedModule):
         result = Output(logits=logits)
         if labels is not None:
             result["loss"], result["accuracy"] = _cross_entropy(logits, labels)
-        return result
+        return result.ordered("logits")
 
 
 class AlbertForQuestionAnswering(PreTrainedModule):
@@ -245,7 +261,7 @@ class AlbertForQuestionAnswering(PreTrainedModule):
             result["loss"] = (
                 F.cross_entropy(start, start_positions) + F.cross_entropy(end, end_positions)
             ) / 2
-        return result
+        return result.ordered("start_logits", "end_logits")
 
 
 class AlbertForTokenClassification(_Classifier):
@@ -278,7 +294,7 @@ class AlbertForTokenClassification(_Classifier):
                 result["loss"] = flat.sum() * 0.0
             hits = (logits.detach().argmax(-1) == labels) & scored
             result["accuracy"] = hits.sum().float() / scored.sum().clamp(min=1)
-        return result
+        return result.ordered("logits")
 
 
 #: Head name -> model class, the package's one table of them. The name is what ``config.json`` records

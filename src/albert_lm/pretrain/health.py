@@ -46,7 +46,7 @@ COLLAPSE_RATIO = 0.2
 # the plateau's first tip, left out of the advice of a run that already has it
 UNIGRAM_BIAS_TIP = (
     "model.mlm_bias_init=unigram (the output bias starts at the label frequencies, so the encoder is not bent "
-    "to learn them: it took the Chinese demo off this plateau, docs/chinese.md); "
+    "to learn them: it took the Chinese demo off this plateau); "
 )
 ADVICE = {
     "plateau": f"the model predicts token frequencies, not tokens in context. Try: {UNIGRAM_BIAS_TIP}train "

@@ -20,6 +20,7 @@ from torch import nn
 
 from albert_lm._io import IGNORE_INDEX, atomic_write_dir, lock_dir
 from albert_lm.config import ConfigError
+from albert_lm.convert.card import write_pretrain_card
 from albert_lm.model import AlbertForPreTraining
 from albert_lm.pretrain.config import PretrainConfig
 from albert_lm.pretrain.resume import clear_early_logs, resume_plan, write_run_config
@@ -286,6 +287,7 @@ def _run(cfg: PretrainConfig, data_dir: str, info: DistInfo, resume: bool) -> Tr
         # with NaN / inf weights (the checkpoints refuse them too)
         ckpt_io.check_finite(model, run_dir / "model")
         final = atomic_write_dir(run_dir / "model", lambda d: model.save_pretrained(d, tokenizer=tokenizer))
+        write_pretrain_card(final, cfg.to_dict(), result)  # README.md (albert_lm.convert.card)
         logger.info("model directory: %s", final)
         warn_if_on_the_unigram_plateau(result, data_dir)
     return result
@@ -338,7 +340,8 @@ def warn_if_on_the_unigram_plateau(result: TrainResult, data_dir: str | Path, ma
     logger.warning(
         "masked-LM accuracy %.1f%% is at the rate of the most frequent masked token (%.1f%%): the model has not "
         "left the unigram plateau of early training and its encoder barely depends on the input; fine-tuning "
-        "from it can do worse than random initialization (docs/chinese.md). Train longer before using it.",
+        "from it can do worse than random initialization (a Chinese demo model stuck here probed 7 points below "
+        "it). Train longer, or pretrain with model.mlm_bias_init=unigram, before using it.",
         100 * acc,
         100 * rate,
     )

@@ -28,9 +28,10 @@ def read_model_config(model_dir: str | Path) -> Any:
         ModelDirError: the directory or its config.json is missing.
         ConfigError: config.json does not describe a model (the message names the file and field).
     """
+    from albert_lm._hub import resolve_model_dir
     from albert_lm.config import AlbertConfig
 
-    path = Path(model_dir)
+    path = resolve_model_dir(model_dir)
     if not path.is_dir():
         raise ModelDirError(
             f"{path}: not a model directory (expected config.json, model weights and a tokenizer)"
@@ -49,9 +50,10 @@ def load_model_tokenizer(model_dir: str | Path) -> Any:
             (``spiece.model`` or ``vocab.txt``), or the tokenizer's vocabulary size differs from the
             model's ``vocab_size`` (ids would index the wrong, or no, embedding rows).
     """
+    from albert_lm._hub import resolve_model_dir
     from albert_lm.tokenizer import load_tokenizer
 
-    path = Path(model_dir)
+    path = resolve_model_dir(model_dir)
     config = read_model_config(path)
     if not any((path / name).is_file() for name in TOKENIZER_FILES):
         raise ModelDirError(

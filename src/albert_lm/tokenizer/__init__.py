@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from albert_lm._hub import resolve_model_dir
 from albert_lm.tokenizer.base import Encoding, Offsets, Tokenizer
 from albert_lm.tokenizer.spiece import AlbertTokenizer, find_sentencepiece_model, preprocess_text
 from albert_lm.tokenizer.wordpiece import WordPieceTokenizer
@@ -46,8 +47,9 @@ TOKENIZER_CLASSES: dict[str, type[AlbertTokenizer] | type[WordPieceTokenizer]] =
 GENERIC_CLASSES = frozenset({"PreTrainedTokenizerFast", "TokenizersBackend"})
 
 
-def load_tokenizer(path: str | Path) -> AlbertTokenizer | WordPieceTokenizer:
-    """Loads the tokenizer of a model directory or a vocabulary file.
+def load_tokenizer(path: str | Path, *, revision: str | None = None) -> AlbertTokenizer | WordPieceTokenizer:
+    """Loads the tokenizer of a model directory, a Hugging Face Hub id (``albert/albert-base-v2`` at
+    ``revision``, through ``huggingface_hub`` and its cache: `albert_lm._hub`) or a vocabulary file.
 
     A directory records its tokenizer type in ``tokenizer_config.json``: ``albert_tokenizer_class``
     (ours, written by our ``save_pretrained``) or else ``tokenizer_class`` (transformers' names:
@@ -63,8 +65,9 @@ def load_tokenizer(path: str | Path) -> AlbertTokenizer | WordPieceTokenizer:
 
     Raises:
         ValueError: nothing loadable at ``path``, or the file is not what its name says.
+        HubModelNotFound: an id that cannot be resolved (offline and not cached, ...).
     """
-    p = Path(path)
+    p = resolve_model_dir(path, revision)
     if p.is_dir():
         cls = _directory_class(p)
         if cls is None:

@@ -207,6 +207,30 @@ class Tokenizer(abc.ABC):
         """
         return self._encode_offsets_batch([as_text(text)], 1)[0]
 
+    def __call__(
+        self,
+        text: Any,
+        text_pair: Any = None,
+        *,
+        padding: bool | str = False,
+        truncation: bool | str | None = None,
+        max_length: int | None = None,
+        return_tensors: str | None = None,
+        return_attention_mask: bool | None = None,
+        return_token_type_ids: bool | None = None,
+    ) -> Any:
+        """Model inputs as transformers' tokenizers give them: one text or pair, or a list (of texts, or
+        ``text`` + ``text_pair`` lists), with ``padding``, ``truncation``, ``max_length`` and
+        ``return_tensors`` ("pt", "np", None) as there; returns a `BatchEncoding` (``input_ids``,
+        ``token_type_ids``, ``attention_mask``; keys are attributes too). See `albert_lm.tokenizer.calling`."""
+        from albert_lm.tokenizer.calling import call_tokenizer
+
+        return call_tokenizer(
+            self, text, text_pair, padding=padding, truncation=truncation, max_length=max_length,
+            return_tensors=return_tensors, return_attention_mask=return_attention_mask,
+            return_token_type_ids=return_token_type_ids,
+        )  # fmt: skip
+
     def encode(
         self,
         text: str | bytes,

@@ -28,6 +28,7 @@ from __future__ import annotations
 import io
 import logging
 import random
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -242,12 +243,25 @@ def _train_model(
         if stats.lines_used == 0:
             raise ValueError(f"no text in {', '.join(map(str, inputs))}") from None
         if "Vocabulary size" in msg or "vocab_size" in msg:
-            raise ValueError(
-                f"vocab_size={flags['vocab_size']} is too large for this corpus ({stats.lines_used:,} lines, "
-                f"{stats.chars_used:,} characters): {msg}"
-            ) from None
+            raise ValueError(_vocab_size_advice(msg, flags["vocab_size"], stats)) from None
         raise ValueError(f"SentencePiece training failed: {msg}") from None
     return model.getvalue()
+
+
+def _vocab_size_advice(msg: str, vocab_size: int, stats: TrainStats) -> str:
+    """SentencePiece's vocabulary-size refusal, said the right way round: too small for the characters it
+    must keep (``required_chars``), or too large for the pieces the corpus has."""
+    corpus = f"this corpus ({stats.lines_used:,} lines, {stats.chars_used:,} characters)"
+    small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", msg)
+    if small:
+        return (
+            f"vocab_size={vocab_size} is too small for {corpus}: its characters alone need "
+            f"{small.group(2)} ids (with the special tokens); raise vocab_size or lower character_coverage"
+        )
+    large = re.search(r"too high \((\d+)\)\. Please set it to a value <= (\d+)", msg)
+    if large:
+        return f"vocab_size={vocab_size} is too large for {corpus}: at most {large.group(2)} pieces fit"
+    return f"vocab_size={vocab_size} does not fit {corpus}: {msg}"
 
 
 def _write_vocab_file(tok: AlbertTokenizer, path: Path) -> Path:
