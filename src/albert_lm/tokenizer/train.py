@@ -71,10 +71,11 @@ def _preprocessed_lines(
     stats: TrainStats,
     progress: ProgressFn | None,
     every: int,
+    text_field: str = "text",
 ) -> Iterator[str]:
     start = time.monotonic()
     last = start
-    for line in iter_corpus_lines(inputs):
+    for line in iter_corpus_lines(inputs, text_field):
         stats.lines_read += 1
         text = preprocess_text(line, keep_accents=keep_accents, do_lower_case=do_lower_case)
         if text:
@@ -122,12 +123,16 @@ def train_sentencepiece(
     progress_every: int = 100_000,
     sentencepiece_log: bool = False,
     overwrite: bool = False,
+    text_field: str = "text",
 ) -> tuple[AlbertTokenizer, TrainStats]:
     """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory.
 
     Args:
         inputs: text files (one sentence or paragraph per line; ``.gz``/``.bz2``/``.xz`` are read
-            transparently) and/or MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``).
+            transparently), MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``), and JSONL / Parquet / Arrow
+            files or ``datasets`` directories with the text in ``text_field``
+            (`albert_lm.tokenizer.corpus.iter_corpus_lines`).
+        text_field: the field of JSONL / Parquet / Arrow rows holding the text.
         output_dir: receives ``spiece.model``, ``spiece.vocab``, ``tokenizer_config.json``,
             ``special_tokens_map.json``.
         vocab_size: number of pieces, special tokens included (30000 for ALBERT).
@@ -159,7 +164,9 @@ def train_sentencepiece(
     check_output_dir(out, overwrite)  # before the (long) training, not after
     stats = TrainStats()
     t0 = time.monotonic()
-    lines = _preprocessed_lines(inputs, do_lower_case, keep_accents, stats, progress, progress_every)
+    lines = _preprocessed_lines(
+        inputs, do_lower_case, keep_accents, stats, progress, progress_every, text_field
+    )
     sample = reservoir_sample(lines, input_sentence_size, seed) if input_sentence_size > 0 else list(lines)
     if progress is not None:
         progress(
