@@ -168,7 +168,7 @@ def parse_squad(obj: Any, path: Path | str | None = None) -> SquadData:
 
 
 def read_squad(path: str | Path) -> SquadData:
-    """Read a SQuAD 1.1 / 2.0 JSON file, or flat rows from JSONL / Parquet / Arrow / datasets (`squad_rows`).
+    """Read a SQuAD 1.1 or 2.0 JSON file.
 
     Raises:
         FileNotFoundError: no such file.
@@ -176,10 +176,6 @@ def read_squad(path: str | Path) -> SquadData:
             JSON path, e.g. ``data[3].paragraphs[0].qas[7] (id ...).answers[0].answer_start``).
     """
     path = Path(path)
-    if path.is_dir() or path.suffix.lower() in (".jsonl", ".ndjson", ".parquet", ".pq", ".arrow", ".feather"):
-        from albert_lm.tasks.squad_rows import squad_rows_to_json
-
-        return parse_squad(squad_rows_to_json(path), path)
     try:
         with path.open(encoding="utf-8") as f:
             obj = json.load(f)

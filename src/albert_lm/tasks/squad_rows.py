@@ -1,6 +1,8 @@
 """SQuAD in the flat row layout of the Hugging Face ``squad`` / ``squad_v2`` sets (one row per question),
 from JSONL, Parquet, Arrow or a ``datasets`` directory, as the official nested JSON that
 `albert_lm.tasks.squad_data.parse_squad` reads (so both layouts go through the same checks).
+
+`read_squad_file` reads either layout: the one reader of the SQuAD task.
 """
 
 from __future__ import annotations
@@ -9,7 +11,24 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._tables import TableError, iter_rows
-from albert_lm.tasks.squad_data import SquadFormatError
+from albert_lm.tasks.squad_data import SquadData, SquadFormatError, parse_squad, read_squad
+
+# the files (besides directories) read as flat rows; anything else is the official nested JSON
+ROW_SUFFIXES = (".jsonl", ".ndjson", ".parquet", ".pq", ".arrow", ".feather", ".ipc")
+
+
+def read_squad_file(path: str | Path) -> SquadData:
+    """A SQuAD 1.1 / 2.0 set: the official nested JSON (`albert_lm.tasks.squad_data.read_squad`), or flat
+    rows (`squad_rows_to_json`) from a JSONL / Parquet / Arrow file or a ``datasets`` directory.
+
+    Raises:
+        FileNotFoundError: no such file.
+        SquadFormatError: naming the file and the row (flat rows) or the JSON path / line (nested JSON).
+    """
+    p = Path(path)
+    if p.is_dir() or p.suffix.lower() in ROW_SUFFIXES:
+        return parse_squad(squad_rows_to_json(p), p)
+    return read_squad(p)
 
 
 def _row_answers(row: dict[str, Any], where: str) -> list[dict[str, Any]]:

@@ -125,16 +125,14 @@ def train_sentencepiece(
     overwrite: bool = False,
     text_field: str = "text",
 ) -> tuple[AlbertTokenizer, TrainStats]:
-    """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory.
+    """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory; returns the
+    trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Args:
         inputs: text files (one sentence or paragraph per line; ``.gz``/``.bz2``/``.xz`` are read
-            transparently), MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``), and JSONL / Parquet / Arrow
-            files or ``datasets`` directories with the text in ``text_field``
-            (`albert_lm.tokenizer.corpus.iter_corpus_lines`).
-        text_field: the field of JSONL / Parquet / Arrow rows holding the text.
-        output_dir: receives ``spiece.model``, ``spiece.vocab``, ``tokenizer_config.json``,
-            ``special_tokens_map.json``.
+            transparently), MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``), JSONL / Parquet / Arrow files
+            and ``datasets`` directories (the text of each row's ``text_field``; `iter_corpus_lines`).
+        output_dir: receives ``spiece.model``, ``spiece.vocab`` and the two tokenizer JSON files.
         vocab_size: number of pieces, special tokens included (30000 for ALBERT).
         do_lower_case: lower-case the text (the released ALBERT models are uncased).
         keep_accents: keep combining accents (skip NFKD and their removal).
@@ -145,13 +143,9 @@ def train_sentencepiece(
         seed: SentencePiece's random seed (the sample, the seed-piece shuffle).
         num_threads: training threads. 1 keeps the result independent of the machine.
         max_sentence_length: longer lines (in bytes) are skipped by SentencePiece.
-        progress: called with one-line progress messages.
-        progress_every: report every this many input lines.
+        progress: called with one-line progress messages, every ``progress_every`` input lines.
         sentencepiece_log: let SentencePiece print its own (verbose) training log to stderr.
         overwrite: replace a non-empty ``output_dir``, atomically (a failure leaves the old one whole).
-
-    Returns:
-        The trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Raises:
         ValueError: no usable text, a vocabulary larger than the corpus supports, bad input files.

@@ -15,6 +15,7 @@ from table_support import datasets, every_format, write_dataset_dict, write_json
 from albert_lm._tables import TableError, iter_rows, read_rows
 from albert_lm.tasks.base import TaskDataError
 from albert_lm.tasks.custom import CustomData, CustomTask
+from albert_lm.tasks.squad_rows import read_squad_file
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -292,7 +293,7 @@ def test_squad_flat_rows_give_the_nested_files_examples_and_features(tmp_path: P
     files = {"json": nested, **every_format(tmp_path, "squad", rows, csv_too=False)}
     out = {}
     for fmt, path in files.items():
-        data = S.read_squad(path)
+        data = read_squad_file(path)
         assert data.version == "1.1", fmt
         feats, _ = S.featurize(
             data.examples, _OffsetTokenizer(), max_seq_length=48, doc_stride=16, max_query_length=12
@@ -317,9 +318,9 @@ def test_squad_flat_row_errors_name_file_and_row(tmp_path: Path) -> None:
         S.SquadFormatError,
         match=r"s\.jsonl:2: answers.text and answers.answer_start must be lists of one length",
     ):
-        S.read_squad(write_jsonl(tmp_path / "s.jsonl", [row, bad]))
+        read_squad_file(write_jsonl(tmp_path / "s.jsonl", [row, bad]))
     with pytest.raises(S.SquadFormatError, match=r"n\.parquet:1: no column 'question'"):
-        S.read_squad(
+        read_squad_file(
             write_parquet(tmp_path / "n.parquet", [{k: v for k, v in row.items() if k != "question"}])
         )
 
