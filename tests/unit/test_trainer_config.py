@@ -113,7 +113,9 @@ def test_validate_and_batch_split():
 def test_yaml_errors_name_the_line(tmp_path):
     with pytest.raises(ConfigError, match=r"run.yaml:4:2: not valid YAML"):
         parse_yaml("# c\noptim:\n  lr: 1\n lr: 2\n", "run.yaml")
-    with pytest.raises(ConfigError, match="run.yaml: section 'optim' must be a mapping.*top-level lines are sections"):
+    with pytest.raises(
+        ConfigError, match="run.yaml: section 'optim' must be a mapping.*top-level lines are sections"
+    ):
         parse_yaml("optim: 1\n", "run.yaml")
     (tmp_path / "bad.json").write_text('{\n  "optim": \n}')
     with pytest.raises(ConfigError, match=r"bad.json:3: not valid JSON"):
