@@ -386,6 +386,13 @@ class TokenClassificationTask(Task):
             raise ValueError(f"{self.name}: cannot compute metrics on unlabelled examples")
         return M.entity_scores([p["tags"] for p in predictions], [ex.label for ex in examples])
 
+    def metric_breakdown(
+        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]
+    ) -> dict[str, Any]:
+        """``{"per_type": ...}``: precision, recall, F1 and support per entity type
+        (`albert_lm.tasks.metrics.entity_report`), for report.json and the end of finetune / evaluate."""
+        return {"per_type": M.entity_report([p["tags"] for p in predictions], [ex.label for ex in examples])}
+
     # ----------------------------------------------------------------------------- predict and serve
     def request_fields(self) -> tuple[str, ...]:
         return ("texts", "items")
