@@ -281,11 +281,12 @@ def entity_report(
                 counts.setdefault(kind, [0, 0, 0])[slot] += 1
     report: dict[str, dict[str, float]] = {}
     for kind in sorted(counts):
-        c, f, g = counts[kind]
-        report[kind] = dict(zip(("precision", "recall", "f1"), _ratios(c, f, g)), support=g)
+        correct, found, gold = counts[kind]
+        report[kind] = dict(zip(("precision", "recall", "f1"), _ratios(correct, found, gold)), support=gold)
     total = [sum(v[i] for v in counts.values()) for i in range(3)]
     support = total[2]
-    report["micro avg"] = dict(zip(("precision", "recall", "f1"), _ratios(*total)), support=support)
+    micro = _ratios(total[0], total[1], total[2])
+    report["micro avg"] = dict(zip(("precision", "recall", "f1"), micro), support=support)
     rows = [report[k] for k in sorted(counts)]
     for name, weights in (("macro avg", [1.0] * len(rows)), ("weighted avg", [r["support"] for r in rows])):
         w = sum(weights)
