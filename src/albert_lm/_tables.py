@@ -235,8 +235,9 @@ def _datasets_table(p: Path, split: str | None) -> Any:
                 + (f"none is {split!r}" if split else f"name one as {p}/SPLIT")
             )
         loaded = loaded[found]
-    # flatten_indices: a select()ed or shuffled dataset keeps its rows behind an indices mapping
-    return loaded.flatten_indices().data.table if loaded._indices is not None else loaded.data.table
+    # the rows as an Arrow table, a select()ed or shuffled dataset's indices mapping applied (in memory:
+    # flatten_indices would write a cache file into the user's directory)
+    return loaded.with_format("arrow")[:]
 
 
 def _arrow_rows(p: Path, table: Any) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -128,8 +128,9 @@ def _tag_name(tag: Any, tag_names: Sequence[str] | None, where: str) -> str:
 def read_sentences(
     path: str | Path, tags_column: str = "tags", tag_names: Sequence[str] | None = None
 ) -> list[RawSentence]:
-    """The sentences of an NER file, tags as written: a CoNLL file, or (by extension, `albert_lm._tables`)
-    a JSONL / Parquet / Arrow file or ``datasets`` directory of ``tokens`` + ``tags_column`` rows.
+    """The sentences of an NER file, tags as written: a CoNLL file (any name but the row formats'), or (by
+    extension, `albert_lm._tables`) a JSONL / Parquet / Arrow file or ``datasets`` directory of ``tokens``
+    + ``tags_column`` rows.
 
     Raises:
         FileNotFoundError: no such file.
@@ -139,8 +140,10 @@ def read_sentences(
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such file")
     try:
-        table_format(path)
+        fmt = table_format(path)
     except TableError:
+        fmt = "conll"
+    if fmt in ("csv", "tsv", "conll"):  # CoNLL files are often named .tsv: columns, not a header row
         return _conll_sentences(path)
     return _row_sentences(path, tags_column, tag_names)
 

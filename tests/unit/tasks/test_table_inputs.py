@@ -342,3 +342,11 @@ def test_multiple_choice_same_features_from_jsonl_parquet_arrow_and_datasets(tmp
         out[fmt] = [(e.guid, e.label) for e in ex] + task.featurize(ex, WordTokenizer(), 24)
     assert out["jsonl"][:2] == [("e1", 0), ("e2", 1)]
     _same(out)
+
+
+def test_ner_conll_named_tsv_is_still_conll(tmp_path: Path) -> None:
+    from albert_lm.tasks.ner import read_conll
+
+    path = tmp_path / "train.tsv"
+    path.write_text("John\tB-PER\nSmith\tI-PER\n\nParis\tB-LOC\n", encoding="utf-8")
+    assert [ex.label for ex in read_conll(path)] == [["B-PER", "I-PER"], ["B-LOC"]]
