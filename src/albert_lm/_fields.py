@@ -147,7 +147,7 @@ def dump_yaml(obj: Any) -> str:
 
 
 def parse_value(text: str) -> Any:
-    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text.
+    """A flag (``--set``) scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text.
 
     ``none`` stays the word "none" (``sharing=none`` is a value, as in YAML, where only ``null`` / ``~`` / empty
     are null); `coerce` reads it as null for an optional field that is not a string.

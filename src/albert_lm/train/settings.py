@@ -389,7 +389,7 @@ def parse_yaml(text: str, source: str) -> dict[str, Any]:
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A config file as a nested dict: JSON (``.json``) or the YAML subset (anything else)."""
+    """A config file as a nested dict: JSON (``.json``) or YAML (anything else, `parse_yaml`)."""
     path = Path(path)
     try:
         text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
