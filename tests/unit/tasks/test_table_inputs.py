@@ -350,3 +350,19 @@ def test_ner_conll_named_tsv_is_still_conll(tmp_path: Path) -> None:
     path = tmp_path / "train.tsv"
     path.write_text("John\tB-PER\nSmith\tI-PER\n\nParis\tB-LOC\n", encoding="utf-8")
     assert [ex.label for ex in read_conll(path)] == [["B-PER", "I-PER"], ["B-LOC"]]
+
+
+def test_ner_auto_scheme_says_what_it_detected(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from albert_lm.tasks.ner import TokenClassificationTask
+
+    rows = [
+        {"tokens": ["New", "York", "City"], "tags": ["B-LOC", "I-LOC", "E-LOC"]},
+        {"tokens": ["Ann"], "tags": ["S-PER"]},
+    ]
+    path = write_jsonl(tmp_path / "bioes.jsonl", rows)
+    with caplog.at_level("INFO", logger="albert_lm.tasks.ner"):
+        task = TokenClassificationTask({"train": path})
+    assert f"{path}: tag scheme BIOES (detected" in caplog.text
+    assert task.info()["tag_scheme"] == "bioes" and task.labels == ["O", "B-LOC", "B-PER", "I-LOC"]
+    again = TokenClassificationTask.from_info(task.info())  # a fine-tuned model reads its files the same way
+    assert again.tag_scheme == "bioes"
