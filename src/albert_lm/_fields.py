@@ -6,6 +6,7 @@ One mechanism for every typed configuration (the settings both training workflow
 jsonargparse read them), its type is the annotation (``int``, ``float | None``, ``dict[str, Any]``,
 ``bool``, ``Literal[...]``), and `coerce` turns a flag's text or a file's value into that type or raises an
 error that names the field. ``albert_lm.cli.options`` builds argparse flags from the same facts.
+`load_yaml` / `dump_yaml` are the YAML of configuration files (``--config``, ``--print-config``).
 
 The bottom of the import order with ``_io``: imports nothing from ``albert``.
 """
@@ -18,11 +19,23 @@ import functools
 import inspect
 import json
 import math
+import re
 import textwrap
 import types
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["FieldError", "coerce", "field_docs", "field_types", "parse_value", "split_optional"]
+import yaml
+
+__all__ = [
+    "FieldError",
+    "coerce",
+    "dump_yaml",
+    "field_docs",
+    "field_types",
+    "load_yaml",
+    "parse_value",
+    "split_optional",
+]
 
 
 class FieldError(ValueError):
@@ -65,8 +78,76 @@ def field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
 
 
+_FLOAT_TAG = "tag:yaml.org,2002:float"
+_TIMESTAMP_TAG = "tag:yaml.org,2002:timestamp"
+# YAML 1.2's float (``1e-06``, ``2E5``, ``.5``) and the 1.1 spellings of infinity / not-a-number. PyYAML's
+# YAML 1.1 resolver wants a dot in the mantissa and a sign in the exponent, so it reads ``eps: 1e-06`` as
+# the STRING "1e-06". It matches ``12`` too, but the int resolver comes first for digits (resolvers are tried
+# in the order they were added), so a plain integer stays an int.
+_FLOAT = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+def _resolvers(base: type) -> dict[Any, Any]:
+    """``base``'s implicit resolvers without its float and timestamp ones (a date is text to a config)."""
+    return {
+        first: [(tag, rx) for tag, rx in entries if tag not in (_FLOAT_TAG, _TIMESTAMP_TAG)]
+        for first, entries in base.yaml_implicit_resolvers.items()  # type: ignore[attr-defined]
+    }
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader with the float of `_FLOAT`, no timestamps, and duplicate keys refused."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} given twice in one mapping", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper that resolves as `_Loader` (a string like ``1e-06`` is quoted) and writes tuples as lists."""
+
+
+for _cls in (_Loader, _Dumper):
+    _cls.yaml_implicit_resolvers = _resolvers(yaml.SafeLoader)
+    _cls.add_implicit_resolver(_FLOAT_TAG, _FLOAT, list("-+0123456789."))
+_Dumper.add_representer(tuple, _Dumper.represent_list)
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """The document in ``text``: YAML 1.1 as PyYAML reads it, except that ``1e-06`` is a float (YAML 1.2),
+    a date stays text, and a key given twice in one mapping is an error.
+
+    Raises:
+        FieldError: ``source:line: ...`` naming the line (and column) of the problem.
+    """
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
+        what = " ".join(str(x) for x in (e.context, e.problem) if x)
+        raise FieldError(f"{where}: not valid YAML ({what})") from None
+    except yaml.YAMLError as e:
+        raise FieldError(f"{source}: not valid YAML ({e})") from None
+
+
+def dump_yaml(obj: Any) -> str:
+    """``obj`` as block YAML that `load_yaml` reads back equal (keys in their order, floats as floats)."""
+    return yaml.dump(obj, Dumper=_Dumper, default_flow_style=False, sort_keys=False, allow_unicode=True)
+
+
 def parse_value(text: str) -> Any:
-    """A flag / YAML-subset scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text.
+    """A flag (``--set``) scalar: JSON first (numbers, true, null, "s", {...}), then YAML words, else text.
 
     ``none`` stays the word "none" (``sharing=none`` is a value, as in YAML, where only ``null`` / ``~`` / empty
     are null); `coerce` reads it as null for an optional field that is not a string.

@@ -113,6 +113,13 @@ def _run_task(args: argparse.Namespace) -> int:
     }
     if res.metrics:
         summary["score"] = task.score(res.metrics)
+    breakdown = getattr(task, "metric_breakdown", None)
+    if res.metrics and breakdown is not None:
+        summary.update(breakdown(res.predictions, examples))
     print(json_text(summary, "albert evaluate", indent=2))
+    if "per_type" in summary:
+        from albert_lm.tasks.metrics import format_entity_report
+
+        print(f"per entity type, {args.split}:\n{format_entity_report(summary['per_type'])}", file=sys.stderr)
     print(f"{len(examples)} examples in {seconds:.1f} s; predictions in {out}{extra}", file=sys.stderr)
     return 0

@@ -183,8 +183,19 @@ def _run_task(args: argparse.Namespace) -> int:
         metrics = {k: v for k, v in rec.items() if isinstance(v, float)}
         shown = ", ".join(f"{k} {v:.4f}" for k, v in metrics.items())
         print(f"{which:>4}: step {rec.get('step')}  {shown}  -> {rec.get('dir')}")
+    print_breakdown(result.breakdown, "best checkpoint")
     print(f"report: {result.report_path}  (training {result.train_seconds:.0f} s)")
     return 0
+
+
+def print_breakdown(breakdown: dict[str, Any], what: str) -> None:
+    """The per-entity-type table of each split (NER's `metric_breakdown`), after the metrics."""
+    from albert_lm.tasks.metrics import format_entity_report
+
+    for split, parts in breakdown.items():
+        if parts.get("per_type"):
+            print(f"per entity type, {split} ({what}):")
+            print(format_entity_report(parts["per_type"]))
 
 
 def flag_of(name: str) -> str:

@@ -148,7 +148,7 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config FILE``, ``--set SECTION.FIELD=VALUE ...`` and ``--print-config``: the same in `albert
     pretrain` and `albert finetune` (docs/cli.md)."""
     parser.add_argument("--config", metavar="FILE",
-                        help="a JSON or YAML-style file with any of the sections (--print-config writes one)")  # fmt: skip
+                        help="a JSON or YAML file with any of the sections (--print-config writes one)")  # fmt: skip
     parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="SECTION.FIELD=VALUE",
                         help="set fields (repeatable; after --config and the flags)")  # fmt: skip
     parser.add_argument("--print-config", action="store_true",

@@ -21,7 +21,8 @@ reproducible to the bit.
   albert prepare --input news.jsonl --tokenizer vocab.txt --language chinese --output d   # jieba whole words
 
 Input formats (--format, default by file name): lines (one sentence per line, blank line between documents:
-the original's), text (a file is a document), jsonl (a "text" field per line), wiki (MediaWiki XML dump).
+the original's), text (a file is a document), jsonl (a "text" field per line), wiki (MediaWiki XML dump),
+parquet / arrow / datasets (a row per document, its --text-field).
 Bad lines / documents are skipped and counted in the manifest (--strict: stop at the first, naming file and
 line); more than --max-skip-fraction (10%) unreadable lines is an error naming the first. Rerunning into the
 same --output with the same inputs and settings resumes: complete shards are kept, the rest rebuilt. Other
@@ -54,9 +55,10 @@ def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
         "--format",
         dest="input_format",
         default=d.input_format,
-        choices=["auto", "lines", "text", "jsonl", "wiki"],
+        choices=["auto", "lines", "text", "jsonl", "wiki", "parquet", "arrow", "datasets"],
         help="lines: a sentence per line, a blank line between documents (the original's); text: a file per "
-        'document; jsonl: {"text": ...} per line; wiki: a MediaWiki XML dump; auto (default): by file name',
+        'document; jsonl: {"text": ...} per line; wiki: a MediaWiki XML dump; parquet, arrow, datasets (a '
+        "save_to_disk directory): a row per document; auto (default): by file name",
     )
     io.add_argument(
         "--language",
@@ -64,7 +66,13 @@ def _io_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
         help="a Punkt language (sentence splitting), auto, or chinese: sentences end at 。！？, whole-word "
         "masking over jieba words, and a WordPiece vocab.txt is required (the Chinese ALBERT checkpoints')",
     )
-    io.add_argument("--jsonl-key", default=d.jsonl_key, help="JSONL field with the document text")
+    io.add_argument(
+        "--text-field",
+        "--jsonl-key",
+        dest="jsonl_key",
+        default=d.jsonl_key,
+        help="the field with the document text in JSONL / Parquet / Arrow rows (default text)",
+    )
     io.add_argument(
         "--max-line-bytes", type=int, default=d.max_line_bytes, help="skip (and count) longer lines"
     )

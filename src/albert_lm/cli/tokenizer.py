@@ -29,7 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     t = sub.add_parser("train", help="train a SentencePiece vocabulary with ALBERT's settings")
     t.add_argument(
-        "--input", nargs="+", required=True, metavar="FILE", help="text files or MediaWiki XML dumps"
+        "--input",
+        nargs="+",
+        required=True,
+        metavar="FILE",
+        help="text files, MediaWiki XML dumps, or JSONL / Parquet / Arrow files and datasets directories "
+        "(their --text-field)",
+    )
+    t.add_argument(
+        "--text-field",
+        default="text",
+        help="the field holding the text in JSONL / Parquet rows (default text)",
     )
     t.add_argument(
         "--vocab-size", type=int, default=30000, help="number of pieces (default: 30000, as ALBERT)"
@@ -112,6 +122,7 @@ def _run_train(args: argparse.Namespace) -> int:
             progress=progress if args.progress else None,
             sentencepiece_log=args.sentencepiece_log,
             overwrite=args.overwrite,
+            text_field=args.text_field,
         )
     for f in stats.files:
         print(f)

@@ -10,6 +10,12 @@ Formats (``--format``; ``auto`` picks by file name):
   separate paragraphs.
 * ``wiki`` -- a MediaWiki XML dump (``.xml``, ``.xml.bz2``): article pages (namespace 0, not redirects)
   with the wiki markup stripped (:func:`strip_wiki_markup`).
+* ``parquet``, ``arrow``, ``datasets`` -- a Parquet file, an Arrow IPC file or a ``datasets`` directory
+  (`albert_lm._tables.iter_rows`): a row per document, its text under ``jsonl_key`` as for ``jsonl``.
+
+A ``lines`` or ``text`` file whose first line is a JSON object is refused
+(`albert_lm.tokenizer.corpus.refuse_json_lines`): it is JSON lines, and read as text its keys would be
+learnt as sentences.
 
 ``.bz2``, ``.gz`` and ``.xz`` files are decompressed on the fly. Everything streams: a line longer than
 ``max_line_bytes`` is skipped without being read into memory.
@@ -37,12 +43,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from albert_lm._io import JsonlError, parse_json_line
+from albert_lm._tables import TableError, is_datasets_dir, iter_rows
 from albert_lm._text import HEAD_BYTES, NotTextError, check_text_head
-from albert_lm.tokenizer.corpus import open_binary
+from albert_lm.tokenizer.corpus import open_binary, refuse_json_lines
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("auto", "lines", "text", "jsonl", "wiki")
+FORMATS = ("auto", "lines", "text", "jsonl", "wiki", "parquet", "arrow", "datasets")
 DEFAULT_MAX_LINE_BYTES = 4 * 1024 * 1024
 DEFAULT_MAX_DOC_CHARS = 1_000_000
 _LOGGED_PER_REASON = 5
@@ -136,7 +143,13 @@ class ReadReport:
 
 def detect_format(path: str | Path) -> str:
     """Guess the input format from the file name."""
+    if Path(path).is_dir():
+        return "datasets"
     name = Path(path).name.lower()
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    if name.endswith((".arrow", ".feather", ".ipc")):
+        return "arrow"
     for ext in (".bz2", ".gz", ".xz"):
         if name.endswith(ext):
             name = name[: -len(ext)]
@@ -293,6 +306,30 @@ def read_jsonl_format(
             report.skip("empty_files", source)
 
 
+def read_table_format(
+    path: Path, report: ReadReport, key: str = "text", fmt: str | None = None
+) -> Iterator[Document]:
+    """Parquet / Arrow / ``datasets`` rows: one document per row, its text under ``key`` (as `read_jsonl_format`)."""
+    source = str(path)
+    any_row = False
+    try:
+        for n, row in iter_rows(path, fmt):
+            any_row = True
+            where = f"{source}:{n}"
+            if not isinstance(row.get(key), str):
+                report.skip_line("missing_text_field", where, f"no string field {key!r}")
+                continue
+            paragraphs = [p.strip() for p in row[key].splitlines() if p.strip()]
+            if not paragraphs:
+                report.skip("empty_documents", where)
+                continue
+            yield Document(source, n, paragraphs, presplit=False)
+    except TableError as e:
+        raise DataError(str(e)) from None
+    if not any_row:
+        report.skip("empty_files", source)
+
+
 def _local(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
@@ -386,11 +423,18 @@ def read_documents(
         raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
     for path in paths:
         p = Path(path)
-        if not p.is_file():
+        if not p.is_file() and not is_datasets_dir(p):
             raise DataError(f"{p}: no such file")
         report.files += 1
         kind = detect_format(p) if fmt == "auto" else fmt
-        if kind == "lines":
+        if kind in ("lines", "text"):
+            try:
+                refuse_json_lines(p, f"--format {kind}")
+            except ValueError as e:
+                raise DataError(str(e)) from None
+        if kind in ("parquet", "arrow", "datasets"):
+            it = read_table_format(p, report, jsonl_key, kind)
+        elif kind == "lines":
             it = read_lines_format(p, report, max_line_bytes)
         elif kind == "text":
             it = read_text_format(p, report, max_line_bytes, max_doc_chars)

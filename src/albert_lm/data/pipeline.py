@@ -175,7 +175,11 @@ def _iter_jobs(docs: Iterator[Document], shard_chars: int) -> Iterator[ShardJob]
 
 def inputs_record(inputs: Sequence[str | Path]) -> list[dict[str, Any]]:
     """The manifest's record of the input files (name and size, in order)."""
-    return [{"name": Path(p).name, "bytes": Path(p).stat().st_size} for p in inputs]
+
+    def size(p: Path) -> int:  # a datasets directory: its files
+        return sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+
+    return [{"name": Path(p).name, "bytes": size(Path(p))} for p in inputs]
 
 
 def _foreign_entries(out: Path) -> list[str]:

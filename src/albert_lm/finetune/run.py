@@ -29,7 +29,7 @@ import functools
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,8 @@ class FinetuneResult:
     history: list[dict[str, Any]]
     train_seconds: float
     report_path: Path
+    breakdown: dict[str, Any] = field(default_factory=dict)
+    """Per dev split, the task's metric breakdown of the best checkpoint (NER: ``per_type``), if it has one."""
 
 
 def finetune(
@@ -226,20 +228,25 @@ def _conclude(
     if is_main:
         best_dir = Path(result.best_checkpoint or result.last_checkpoint or out)
         load_best = functools.cache(lambda: _load_model(type(model), best_dir, cfg))
-        _write_dev_predictions(dev, result, load_best, out / "predictions", final=model)
+        best_eval = _write_dev_predictions(dev, result, load_best, out / "predictions", final=model)
+        breakdown = metric_breakdowns(task, dev, best_eval)
         if predict_test and task.test_splits:
             _predict_test_splits(task, load_best(), best, tokenizer, cfg, out / "test")
         report = {"task": task.info(), **plan, "train_seconds": result.elapsed_s}
         report.update(
             stop_reason=result.stop_reason, checkpoints={"best": best, "last": last}, history=history
         )
+        if breakdown:
+            report["breakdown"] = breakdown
         if cfg.run.early_stopping_patience is not None:
             report["early_stopping"] = early_stopping_record(cfg, result)
         atomic_write_text(report_path, json_text(report, str(report_path), indent=2) + "\n")
         write_finetune_cards(out, report)  # README.md of each checkpoint (albert_lm.convert.card)
         logger.info("best (step %s): %s", best.get("step"), best.get("dir"))
         logger.info("last (step %s): %s", last.get("step"), last.get("dir"))
-    return FinetuneResult(out, best, last, history, result.elapsed_s, report_path)
+    return FinetuneResult(
+        out, best, last, history, result.elapsed_s, report_path, breakdown if is_main else {}
+    )
 
 
 def early_stopping_record(cfg: FinetuneConfig, result: Any) -> dict[str, Any]:
@@ -402,13 +409,13 @@ class _DevEvaluation:
 
 def _write_dev_predictions(
     dev: _DevEvaluation, result: Any, load_best: Any, pred_dir: Path, final: Any = None
-) -> None:
+) -> dict[str, EvalResult] | None:
     """``<split>_last.jsonl``: the records of the last evaluation; ``<split>_best.jsonl``: those of the
     trainer's best step (`TrainResult.best_step`): the last evaluation's when it is that step, else the
     best checkpoint's (``load_best()``) evaluated again (an earlier step, or one of a resumed run).
 
     A run resumed from its final checkpoint has not evaluated in this process: its last evaluation, of
-    the final weights, is run again on ``final`` (the trained model)."""
+    the final weights, is run again on ``final`` (the trained model). Returns the best step's results."""
     last_step = result.eval_history[-1]["step"] if result.eval_history else None
     if dev.latest is None and final is not None and last_step is not None and last_step == result.steps:
         dev.latest = dev.run(final)
@@ -416,13 +423,29 @@ def _write_dev_predictions(
         for split, res in dev.latest.items():
             write_jsonl(pred_dir / f"{split}_last.jsonl", res.predictions)
     if result.best_step is None or result.best_checkpoint is None:
-        return
+        return None
     # the last evaluation (dev.latest) is the last entry of the trainer's history
     best = dev.latest if dev.latest is not None and last_step == result.best_step else None
     if best is None:
         best = dev.run(load_best())
     for split, res in best.items():
         write_jsonl(pred_dir / f"{split}_best.jsonl", res.predictions)
+    return best
+
+
+def metric_breakdowns(
+    task: Task, dev: _DevEvaluation, best: dict[str, EvalResult] | None
+) -> dict[str, dict[str, Any]]:
+    """``{split: the task's metric_breakdown of the best checkpoint's predictions}`` (NER: per entity
+    type); empty for a task without one."""
+    breakdown = getattr(task, "metric_breakdown", None)
+    if breakdown is None or not best:
+        return {}
+    return {
+        split: breakdown(res.predictions, dev.dev_sets[split][0])
+        for split, res in best.items()
+        if res.metrics
+    }
 
 
 def _make_trainer(

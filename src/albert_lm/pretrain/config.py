@@ -7,8 +7,8 @@ what only pretraining has (``run.global_batch_size`` ...). It resolves in this
 order, later wins:
 
 1. a recipe (`RECIPES`: the paper's albert-base/large/xlarge/xxlarge settings, ``demo``, ``smoke``);
-2. a config file (``--config run.json`` or a YAML-style ``run.yaml``, see
-   `albert_lm.train.settings.parse_yaml_subset`) holding any subset of the sections;
+2. a config file (``--config run.json`` or a YAML ``run.yaml``, see
+   `albert_lm.train.settings.parse_yaml`) holding any subset of the sections;
 3. flags: the shared flat ones (``--learning-rate``, ``--seed``: `albert_lm.train.settings.SHARED_FLAGS`),
    ``--optim.learning_rate 1e-3`` (one per field, generated from the dataclasses by `albert_lm.cli.options`, with the
    string under each field as its help), then ``--set optim.learning_rate=1e-3``.

@@ -1,4 +1,5 @@
-"""Your own labelled data: classification or regression from CSV, TSV or JSONL files with named columns.
+"""Your own labelled data: classification or regression from CSV, TSV, JSONL, Parquet or Arrow files, or
+``datasets`` directories, with named columns.
 
 The same command then serves sentiment, topic or Chinese sentence-pair tasks::
 
@@ -11,6 +12,9 @@ The same command then serves sentiment, topic or Chinese sentence-pair tasks::
   swallowing the rows after it into one example) is an error naming the file and the record's first line.
 * TSV: tab-separated, quotes are literal (as GLUE's files), one record per line.
 * JSONL: one JSON object per line; columns are keys.
+* Parquet, Arrow IPC files and ``datasets`` directories (``save_to_disk``; for a DatasetDict the split
+  ``train`` / ``dev`` (or ``validation``) / ``test`` of the file's role): columns are the schema's; the
+  number in errors is the row's. All formats are read by `albert_lm._tables.iter_rows`.
 
 A file without a header row gets its column names from ``columns`` (``--columns label,text``). Without a
 dev file, a fixed, seeded fraction of the training file is held out (`holdout_split`), and the split is
@@ -34,9 +38,7 @@ that name the labels at fault and the flag that fixes it.
 from __future__ import annotations
 
 import collections
-import csv
 import functools
-import io
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -46,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from albert_lm._io import JsonlError, NotTextError, iter_jsonl, read_utf8
+from albert_lm._tables import TABLE_FORMATS, TableError, read_rows
 from albert_lm.tasks import metrics as M
 from albert_lm.tasks.base import Example, TaskDataError, UnknownNameError
 from albert_lm.tasks.classification import ClassificationTask
@@ -54,100 +56,24 @@ from albert_lm.tasks.labels import check_label_set, short_list
 
 logger = logging.getLogger(__name__)
 
-FORMATS = ("csv", "tsv", "jsonl")
-
-
-MAX_RECORD_LINES = 20
-"""The most lines one CSV record may span (quoted newlines): more is a stray quote swallowing rows."""
-
-
-def detect_format(path: Path) -> str:
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix in ("csv",):
-        return "csv"
-    if suffix in ("tsv", "tab"):
-        return "tsv"
-    if suffix in ("jsonl", "json", "ndjson"):
-        return "jsonl"
-    raise TaskDataError(f"{path}: cannot tell the format from the extension; pass --format csv|tsv|jsonl")
+FORMATS = TABLE_FORMATS
 
 
 def read_records(
-    path: str | Path, fmt: str | None = None, columns: Sequence[str] | None = None
+    path: str | Path, fmt: str | None = None, columns: Sequence[str] | None = None, split: str | None = None
 ) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, record) pairs of a CSV / TSV / JSONL file.
+    """(line or row number, record) pairs of a CSV / TSV / JSONL / Parquet / Arrow file or a ``datasets``
+    directory (`albert_lm._tables.iter_rows`; ``split``: the split of a DatasetDict directory).
 
     Raises:
         FileNotFoundError: no such file.
-        TaskDataError: a row whose field count differs from the header's, or a line that is not a JSON
-            object (names file and line).
+        TaskDataError: a row whose field count differs from the header's, a line that is not a JSON
+            object, a column named twice (names file and line).
     """
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: not found")
-    fmt = fmt or detect_format(p)
-    if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; use one of {FORMATS}")
-    out: list[tuple[int, dict[str, Any]]] = []
-    if fmt == "jsonl":
-        try:  # as bytes: a line that is not UTF-8 is named by its number (a BOM is dropped)
-            return list(iter_jsonl(p))
-        except JsonlError as e:
-            raise TaskDataError(str(e)) from None
     try:
-        text = read_utf8(p)  # NotTextError names the line, where the codec's error names nothing
-    except NotTextError as e:
+        return read_rows(path, fmt, columns=columns, split=split)
+    except TableError as e:
         raise TaskDataError(str(e)) from None
-    f = io.StringIO(text, newline="")  # newline="": the csv module sees quoted newlines as they are
-    if fmt == "csv":
-        reader = csv.reader(f, strict=True)
-    else:
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-    header: list[str] | None = None
-    if columns:
-        header = list(columns)
-        _check_unique(header, "--columns")
-    start = 1  # first line of the current record (a CSV record may span lines)
-    while True:
-        try:
-            row = next(reader, None)
-        except csv.Error as e:  # e.g. a field over csv.field_size_limit(): not a ValueError, a traceback
-            raise TaskDataError(f"{p}:{start}: not {fmt.upper()} ({e})") from None
-        if row is None:
-            break
-        line = start
-        start = reader.line_num + 1
-        if reader.line_num - line >= MAX_RECORD_LINES:
-            raise TaskDataError(
-                f"{p}:{line}: a quoted field runs over {reader.line_num - line + 1} lines, to line "
-                f"{reader.line_num} (more than {MAX_RECORD_LINES}): an unbalanced quote? A quote inside a "
-                'field is written ""'
-            )
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if header is None:
-            header = [h.strip() for h in row]
-            _check_unique(header, f"{p}:{line}: the header")
-            continue
-        if len(row) != len(header):
-            raise TaskDataError(
-                f"{p}:{line}: {len(row)} fields, expected {len(header)} ({', '.join(header)})"
-            )
-        out.append((line, dict(zip(header, row))))
-    return out
-
-
-def _check_unique(names: Sequence[str], where: str) -> None:
-    """Refuse a header naming one column twice: a row as a dict would keep only the last of them, so the
-    other column would be silently ignored (and could be the label)."""
-    seen: dict[str, int] = {}
-    for i, name in enumerate(names, 1):
-        if name in seen:
-            raise TaskDataError(
-                f"{where} names column {name!r} twice (columns {seen[name]} and {i}); rename one (or give "
-                "--columns for a file without a header)"
-            )
-        seen[name] = i
 
 
 def _field(rec: dict[str, Any], where: str, name: str) -> Any:
@@ -179,7 +105,7 @@ class CustomData:
     columns: tuple[str, ...] | None = None
     """Column names for files without a header row."""
     format: str | None = None
-    """csv | tsv | jsonl; None: from each file's extension."""
+    """csv | tsv | jsonl | parquet | arrow | datasets; None: from each file's extension."""
     dev_fraction: float = 0.1
     """Held out of ``train`` when there is no dev file."""
     split_seed: int = 0
@@ -250,7 +176,7 @@ def read_file(
     examples = []
     skipped = [] if skipped is None else skipped
     before = len(skipped)
-    for line, rec in read_records(path, data.format, data.columns):
+    for line, rec in read_records(path, data.format, data.columns, split=split):
         where = f"{path}:{line}"
         try:
             ex = _example(data, rec, where, labelled=labelled, guid=f"{split}-{line}")

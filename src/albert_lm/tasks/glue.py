@@ -17,8 +17,6 @@ warmup steps, max length 512) from google-research/albert ``run_glue.sh`` and th
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -26,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_lm._io import NotTextError, atomic_write_text, read_utf8
+from albert_lm._io import atomic_write_text
+from albert_lm._tables import TableError, is_datasets_dir, read_rows
 from albert_lm.tasks.base import REPORT_FILE, Example, TaskDataError, UnknownNameError
 from albert_lm.tasks.classification import ClassificationTask
 
@@ -246,82 +245,70 @@ def get_spec(name: str) -> GlueSpec:
 
 # ---------------------------------------------------------------------------------------------------------
 # Reading
-def read_tsv_rows(
-    path: Path, columns: Sequence[str] | None = None
-) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line number, fields) of a GLUE TSV. Quotes are literal (the original reads with
-    ``quotechar=None``); every row must have as many fields as the header.
-
-    Raises:
-        FileNotFoundError: no such file.
-        TaskDataError: a row with the wrong number of fields (names file and line).
-    """
-    try:
-        text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
-    except NotTextError as e:
-        raise TaskDataError(str(e)) from None
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
-    try:
-        rows = [(reader.line_num, row) for row in reader]
-    except csv.Error as e:  # e.g. a field over csv.field_size_limit(): not a ValueError, a traceback
-        raise TaskDataError(f"{path}:{reader.line_num + 1}: not a GLUE TSV ({e})") from None
-    rows = [(n, r) for n, r in rows if r]  # blank lines
-    if columns is None:
-        if not rows:
-            raise TaskDataError(f"{path}: empty file (expected a header row)")
-        header = rows[0][1]
-        rows = rows[1:]
-    else:
-        header = list(columns)
-    for line, row in rows:
-        if len(row) != len(header):
-            raise TaskDataError(
-                f"{path}:{line}: {len(row)} tab-separated fields, expected {len(header)} ({', '.join(header)})"
-            )
-    return header, rows
+def split_file(data_dir: str | Path, file: str) -> tuple[Path, str | None]:
+    """Where a split's rows are: the GLUE TSV (``SST-2/train.tsv``), else the same name as Parquet, Arrow,
+    JSONL or a ``datasets`` directory (``SST-2/train.parquet``, ``SST-2/train/``), else a DatasetDict
+    directory ``SST-2/`` holding the split; with the DatasetDict split to read (None otherwise)."""
+    tsv = Path(data_dir) / file
+    stem = tsv.with_suffix("")
+    for candidate in (tsv, *(stem.with_suffix(f".{x}") for x in ("parquet", "arrow", "jsonl")), stem):
+        if candidate.is_file() or is_datasets_dir(candidate):
+            return candidate, None
+    if is_datasets_dir(tsv.parent):
+        return tsv.parent, stem.name
+    return tsv, None
 
 
 def read_split(data_dir: str | Path, spec: GlueSpec, split: str) -> list[Example]:
-    """The examples of one split of a GLUE task."""
+    """The examples of one split of a GLUE task (rows read by `albert_lm._tables.iter_rows`; columns named
+    as in the GLUE files' headers)."""
     if split not in spec.splits:
         raise UnknownNameError(f"GLUE {spec.name} has no split {split!r}; it has {', '.join(spec.splits)}")
     s = spec.splits[split]
-    path = Path(data_dir) / s.file
-    if not path.is_file():
+    path, dict_split = split_file(data_dir, s.file)
+    if not path.exists():
         raise FileNotFoundError(
-            f"{path}: not found (GLUE {spec.name} {split}; expected the GLUE download layout)"
+            f"{path}: not found (GLUE {spec.name} {split}; expected the GLUE download layout, or the same "
+            "name as .parquet / .arrow / .jsonl or a datasets directory)"
         )
-    header, rows = read_tsv_rows(path, s.columns)
-
-    def col(name: str | None) -> int | None:
-        if name is None:
-            return None
-        if name not in header:
-            raise TaskDataError(f"{path}: no column {name!r} in the header ({', '.join(header)})")
-        return header.index(name)
-
-    ia, ib, il, ii = col(s.text_a), col(s.text_b), col(s.label), col(s.index)
+    try:
+        rows = read_rows(path, columns=s.columns, split=dict_split)
+    except TableError as e:
+        raise TaskDataError(str(e)) from None
+    if not rows:
+        raise TaskDataError(f"{path}: no rows (GLUE {spec.name} {split})")
+    wanted = [c for c in (s.text_a, s.text_b, s.label, s.index) if c is not None]
     examples: list[Example] = []
     for line, row in rows:
+        missing = [c for c in wanted if c not in row]
+        if missing:
+            raise TaskDataError(f"{path}:{line}: no column {missing[0]!r} (columns: {', '.join(row)})")
         label: Any = None
-        if il is not None:
-            raw = row[il].strip()
+        if s.label is not None:
+            raw = str(row[s.label]).strip()
             if spec.labels is None:
                 try:
                     label = float(raw)
                 except ValueError:
-                    raise TaskDataError(f"{path}:{line}: {header[il]} {raw!r} is not a number") from None
+                    raise TaskDataError(f"{path}:{line}: {s.label} {raw!r} is not a number") from None
             elif raw not in spec.labels:
                 raise TaskDataError(
-                    f"{path}:{line}: unknown label {raw!r} in column {header[il]!r}; "
+                    f"{path}:{line}: unknown label {raw!r} in column {s.label!r}; "
                     f"{spec.name} labels are {', '.join(spec.labels)}"
                 )
             else:
                 label = raw
-        texts = (row[ia],) if ib is None else (row[ia], row[ib])  # type: ignore[index]
-        guid = row[ii] if ii is not None else f"{split}-{len(examples)}"
+        texts = tuple(_text(row, c, path, line) for c in (s.text_a, s.text_b) if c is not None)
+        guid = str(row[s.index]) if s.index is not None else f"{split}-{len(examples)}"
         examples.append(Example(guid, texts, label, {"file": str(path), "line": line}))
     return examples
+
+
+def _text(row: Mapping[str, Any], column: str, path: Path, line: int) -> str:
+    value = row[column]
+    if not isinstance(value, str):
+        raise TaskDataError(f"{path}:{line}: column {column!r} is not text: {value!r}")
+    return value
 
 
 # ---------------------------------------------------------------------------------------------------------

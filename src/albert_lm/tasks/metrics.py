@@ -32,6 +32,8 @@ __all__ = [
     "glue_average",
     "entity_spans",
     "entity_scores",
+    "entity_report",
+    "format_entity_report",
     "METRICS",
 ]
 
@@ -277,3 +279,59 @@ def entity_scores(
     recall = correct / gold if gold else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def _ratios(correct: int, found: int, gold: int) -> tuple[float, float, float]:
+    precision = correct / found if found else 0.0
+    recall = correct / gold if gold else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def entity_report(
+    predictions: Sequence[Sequence[str]], references: Sequence[Sequence[str]]
+) -> dict[str, dict[str, float]]:
+    """Entity-level ``precision``, ``recall``, ``f1`` and ``support`` (gold entities) per entity type,
+    types sorted, then ``micro avg`` (= `entity_scores`), ``macro avg`` and ``weighted avg`` (by support):
+    seqeval's ``classification_report`` in its default mode, as numbers.
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predicted sequences for {len(references)} gold ones")
+    counts: dict[str, list[int]] = {}  # type -> [correct, found, gold]
+    for i, (pred, ref) in enumerate(zip(predictions, references)):
+        if len(pred) != len(ref):
+            raise ValueError(f"sentence {i}: {len(pred)} predicted tags for {len(ref)} words")
+        p, g = set(entity_spans(pred)), set(entity_spans(ref))
+        for spans, slot in ((p & g, 0), (p, 1), (g, 2)):
+            for kind, _, _ in spans:
+                counts.setdefault(kind, [0, 0, 0])[slot] += 1
+    report: dict[str, dict[str, float]] = {}
+    for kind in sorted(counts):
+        correct, found, gold = counts[kind]
+        report[kind] = dict(zip(("precision", "recall", "f1"), _ratios(correct, found, gold)), support=gold)
+    total = [sum(v[i] for v in counts.values()) for i in range(3)]
+    support = total[2]
+    micro = _ratios(total[0], total[1], total[2])
+    report["micro avg"] = dict(zip(("precision", "recall", "f1"), micro), support=support)
+    rows = [report[k] for k in sorted(counts)]
+    for name, weights in (("macro avg", [1.0] * len(rows)), ("weighted avg", [r["support"] for r in rows])):
+        w = sum(weights)
+        avg = {
+            m: sum(r[m] * x for r, x in zip(rows, weights)) / w if w else 0.0
+            for m in ("precision", "recall", "f1")
+        }
+        report[name] = {**avg, "support": support}
+    return report
+
+
+def format_entity_report(report: Mapping[str, Mapping[str, float]]) -> str:
+    """`entity_report` as a table (the layout of seqeval's ``classification_report``)."""
+    width = max([len(k) for k in report] + [12])
+    lines = [f"{'':>{width}}  precision    recall        f1   support"]
+    for kind, row in report.items():
+        if kind == "micro avg":
+            lines.append("")
+        lines.append(
+            f"{kind:>{width}}  {row['precision']:9.4f} {row['recall']:9.4f} {row['f1']:9.4f} {int(row['support']):9d}"
+        )
+    return "\n".join(lines)

@@ -1,8 +1,12 @@
-"""Token classification: named entities with BIO tags from CoNLL files (`albert finetune ner`).
+"""Token classification: named entities from CoNLL files or rows of tokens and tags (`albert finetune ner`).
 
 * Data: CoNLL columns, one token per line with its tag in the last column, a blank line between
-  sentences, ``-DOCSTART-`` lines skipped (`read_conll`). Tags are ``O``, ``B-TYPE`` or ``I-TYPE``; an
-  ``I-`` tag that follows no entity of its type starts one, as conlleval reads it.
+  sentences, ``-DOCSTART-`` lines skipped; or JSONL / Parquet / Arrow files and ``datasets`` directories
+  with a row per sentence: ``tokens`` (a list of words) and ``tags`` (``--tags-column``; strings, or
+  integer ids named by ``--tag-names``) (`read_conll`). Tags are in IOB2 (BIO), IOB1, BIOES or BMES
+  (`albert_lm.tasks.tag_schemes`; ``--tag-scheme auto`` reads it off the training file), converted to
+  IOB2: ``O``, ``B-TYPE`` or ``I-TYPE``; an ``I-`` tag that follows no entity of its type starts one, as
+  conlleval reads it. task.json and report.json name the files' scheme (``tag_scheme``).
 * Features: ``[CLS] pieces [SEP]`` (`albert_lm.tasks.inputs.build_inputs`), each word encoded on its own and
   labelled on its first piece; the other pieces, the special tokens and the padding get ``IGNORE_INDEX``
   (no loss, no prediction). Words whose first piece falls beyond ``max_seq_length`` are tagged ``O``.
@@ -25,10 +29,12 @@ from typing import Any, ClassVar
 import numpy as np
 
 from albert_lm._io import NotTextError, read_utf8
+from albert_lm._tables import TableError, read_rows, table_format
 from albert_lm.tasks import metrics as M
 from albert_lm.tasks.base import Example, Task, TaskDataError, per_example
 from albert_lm.tasks.collate import Batch, Feature, pad_features
 from albert_lm.tasks.inputs import build_inputs
+from albert_lm.tasks.tag_schemes import NAMES, SCHEMES, TAG_SCHEMES, TagSchemeError, detect_scheme, to_iob2
 
 logger = logging.getLogger(__name__)
 
@@ -49,57 +55,151 @@ def is_bio(tag: str) -> bool:
     return tag == "O" or (tag[:2] in ("B-", "I-") and len(tag) > 2)
 
 
-def read_conll(path: str | Path, allowed: Sequence[str] | None = None) -> list[Example]:
-    """The sentences of a CoNLL file: ``Example(texts=(words joined by spaces,), label=tags,
-    meta={"words", "file", "line"})``, ``line`` the sentence's first.
+# (first line or row, words, tags, the line or row of each tag): one sentence as a file holds it
+RawSentence = tuple[int, list[str], list[str], list[int]]
 
-    Raises:
-        FileNotFoundError: no such file.
-        TaskDataError: ``file:line``: not UTF-8, a line without a tag, a tag that is not BIO, or (with
-            ``allowed``) a tag outside ``allowed``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: no such file")
+
+def _conll_sentences(path: Path) -> list[RawSentence]:
+    """The sentences of a CoNLL file, tags as written (see `read_conll`)."""
     try:
         text = read_utf8(path)
     except NotTextError as e:
         raise TaskDataError(str(e)) from None
-    known = set(allowed) if allowed is not None else None
-    examples: list[Example] = []
+    out: list[RawSentence] = []
     words: list[str] = []
     tags: list[str] = []
-    first = 0
-
-    def close() -> None:
-        if words:
-            meta = {"words": list(words), "file": str(path), "line": first}
-            examples.append(Example(f"{path.name}:{first}", (" ".join(words),), list(tags), meta))
-        words.clear()
-        tags.clear()
-
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines: list[int] = []
+    for number, line in enumerate([*text.split("\n"), ""], start=1):
         fields = line.split()
         if not fields or fields[0] == DOCSTART:
-            close()
+            if words:
+                out.append((lines[0], words, tags, lines))
+            words, tags, lines = [], [], []
             continue
         if len(fields) < 2:
             raise TaskDataError(
                 f"{path}:{number}: no tag; a line holds a token and its tag (last column), got {line.strip()!r}"
             )
-        tag = fields[-1]
-        if not is_bio(tag):
-            raise TaskDataError(f"{path}:{number}: tag {tag!r} is not a BIO tag (O, B-TYPE or I-TYPE)")
-        if known is not None and tag not in known:
-            raise TaskDataError(
-                f"{path}:{number}: tag {tag!r} is not one of the model's tags ({', '.join(sorted(known))})"
-            )
-        if not words:
-            first = number
         words.append(fields[0])
-        tags.append(tag)
-    close()
+        tags.append(fields[-1])
+        lines.append(number)
+    return out
+
+
+def _row_sentences(path: Path, tags_column: str, tag_names: Sequence[str] | None) -> list[RawSentence]:
+    """The sentences of a JSONL / Parquet / Arrow file or ``datasets`` directory: rows of ``tokens`` (a
+    list of words) and ``tags_column`` (a list of tags: strings, or integers indexing ``tag_names``)."""
+    try:
+        rows = read_rows(path)
+    except TableError as e:
+        raise TaskDataError(str(e)) from None
+    out: list[RawSentence] = []
+    for n, row in rows:
+        where = f"{path}:{n}"
+        for column in ("tokens", tags_column):
+            if column not in row:
+                raise TaskDataError(f"{where}: no column {column!r} (columns: {', '.join(row)})")
+        words, raw = row["tokens"], row[tags_column]
+        if not isinstance(words, list) or not all(isinstance(w, str) and w.strip() for w in words):
+            raise TaskDataError(f"{where}: 'tokens' must be a list of non-blank strings")
+        if not isinstance(raw, list) or len(raw) != len(words):
+            size = len(raw) if isinstance(raw, list) else type(raw).__name__
+            raise TaskDataError(
+                f"{where}: {tags_column!r} must be a list of one tag per token ({len(words)} tokens, got {size})"
+            )
+        tags = [_tag_name(t, tag_names, f"{where}: {tags_column}") for t in raw]
+        if words:
+            out.append((n, list(words), tags, [n] * len(words)))
+    return out
+
+
+def _tag_name(tag: Any, tag_names: Sequence[str] | None, where: str) -> str:
+    if isinstance(tag, str):
+        return tag
+    if isinstance(tag, int) and not isinstance(tag, bool):
+        if tag_names is None:
+            raise TaskDataError(f"{where}: integer tag {tag}; give the tag names in id order (--tag-names)")
+        if not 0 <= tag < len(tag_names):
+            raise TaskDataError(f"{where}: tag id {tag} is outside --tag-names ({len(tag_names)} names)")
+        return tag_names[tag]
+    raise TaskDataError(f"{where}: tag {tag!r} is neither a string nor an integer id")
+
+
+def read_sentences(
+    path: str | Path, tags_column: str = "tags", tag_names: Sequence[str] | None = None
+) -> list[RawSentence]:
+    """The sentences of an NER file, tags as written: a CoNLL file (any name but the row formats'), or (by
+    extension, `albert_lm._tables`) a JSONL / Parquet / Arrow file or ``datasets`` directory of ``tokens``
+    + ``tags_column`` rows.
+
+    Raises:
+        FileNotFoundError: no such file.
+        TaskDataError: naming ``file:line`` (CoNLL) or ``file:row``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    try:
+        fmt = table_format(path)
+    except TableError:
+        fmt = "conll"
+    if fmt in ("csv", "tsv", "conll"):  # CoNLL files are often named .tsv: columns, not a header row
+        return _conll_sentences(path)
+    return _row_sentences(path, tags_column, tag_names)
+
+
+def read_conll(
+    path: str | Path,
+    allowed: Sequence[str] | None = None,
+    scheme: str = "iob2",
+    *,
+    tags_column: str = "tags",
+    tag_names: Sequence[str] | None = None,
+) -> list[Example]:
+    """The sentences of an NER file (`read_sentences`) with their tags in IOB2:
+    ``Example(texts=(words joined by spaces,), label=tags, meta={"words", "file", "line"})``, ``line`` the
+    sentence's first (a row's number for row files).
+
+    Args:
+        scheme: the file's tag scheme (`albert_lm.tasks.tag_schemes.SCHEMES`), converted to IOB2.
+        allowed: the model's tags; a tag (after conversion) outside them is an error.
+
+    Raises:
+        FileNotFoundError: no such file.
+        TaskDataError: ``file:line``: not UTF-8, a line without a tag, a tag that is not of ``scheme``, or
+            (with ``allowed``) a tag outside ``allowed``.
+    """
+    path = Path(path)
+    known = set(allowed) if allowed is not None else None
+    examples: list[Example] = []
+    for first, words, raw, lines in read_sentences(path, tags_column, tag_names):
+        try:
+            tags = to_iob2(raw, scheme)
+        except TagSchemeError as e:
+            bad = next(i for i, t in enumerate(raw) if str(e).startswith(f"tag {t!r}"))
+            raise TaskDataError(f"{path}:{lines[bad]}: {e}") from None
+        for tag, original, number in zip(tags, raw, lines):
+            if known is not None and tag not in known:
+                read_as = "" if tag == original else f" (read as {tag!r} from {scheme.upper()})"
+                raise TaskDataError(
+                    f"{path}:{number}: tag {original!r}{read_as} is not one of the model's tags "
+                    f"({', '.join(sorted(known))})"
+                )
+        meta = {"words": list(words), "file": str(path), "line": first}
+        examples.append(Example(f"{path.name}:{first}", (" ".join(words),), tags, meta))
     return examples
+
+
+def file_scheme(path: str | Path, tags_column: str = "tags", tag_names: Sequence[str] | None = None) -> str:
+    """The tag scheme of an NER file's tags (`albert_lm.tasks.tag_schemes.detect_scheme`).
+
+    Raises:
+        TaskDataError: naming the file, when its tags are of no scheme.
+    """
+    try:
+        return detect_scheme(tags for _, _, tags, _ in read_sentences(path, tags_column, tag_names))
+    except TagSchemeError as e:
+        raise TaskDataError(f"{path}: {e}") from None
 
 
 def tag_set(examples: Sequence[Example]) -> list[str]:
@@ -124,11 +224,32 @@ class TokenClassificationTask(Task):
     cli_help = "named entities (BIO tags) from CoNLL files: a tag per word, entity-level F1"
 
     def __init__(
-        self, files: Mapping[str, str | Path], labels: Sequence[str] | None = None, name: str = "ner"
+        self,
+        files: Mapping[str, str | Path],
+        labels: Sequence[str] | None = None,
+        name: str = "ner",
+        *,
+        tag_scheme: str = "auto",
+        tag_names: Sequence[str] | None = None,
+        tags_column: str = "tags",
     ) -> None:
         self.name = name
         self.files = {split: Path(p) for split, p in files.items()}
         self.test_splits = ("test",) if "test" in self.files else ()
+        self.tag_names = list(tag_names) if tag_names is not None else None
+        self.tags_column = tags_column
+        if tag_scheme not in TAG_SCHEMES:
+            raise TaskDataError(f"--tag-scheme {tag_scheme!r}: one of {', '.join(TAG_SCHEMES)}")
+        self.tag_scheme = tag_scheme
+        if tag_scheme == "auto":  # the training file's scheme, for every file of the run
+            self.tag_scheme = "iob2"
+            if self.train_split in self.files:
+                self.tag_scheme = file_scheme(self.files[self.train_split], tags_column, self.tag_names)
+                logger.info(
+                    "%s: tag scheme %s (detected; converted to BIO/IOB2, the scheme the model is trained "
+                    "and scored in; --tag-scheme to name it)",
+                    self.files[self.train_split], NAMES[self.tag_scheme],
+                )  # fmt: skip
         if labels is None:
             train = self.read_file(self.train_split, None)
             if not train:
@@ -143,14 +264,17 @@ class TokenClassificationTask(Task):
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any]) -> TokenClassificationTask:
-        return cls({}, labels=list(info["labels"]), name=str(info["task"]))
+        return cls(
+            {}, labels=list(info["labels"]), name=str(info["task"]), tag_scheme=info.get("tag_scheme", "iob2")
+        )
 
     @property
     def num_labels(self) -> int:
         return len(self.labels)
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "labels": self.labels}
+        """The task record; ``tag_scheme``: the scheme of the training files (the model's tags are IOB2)."""
+        return {**super().info(), "labels": self.labels, "tag_scheme": self.tag_scheme}
 
     def split_source(self, split: str) -> str:
         return str(self.files[split]) if split in self.files else super().split_source(split)
@@ -158,7 +282,13 @@ class TokenClassificationTask(Task):
     def read_file(self, split: str, allowed: Sequence[str] | None) -> list[Example]:
         if split not in self.files:
             raise FileNotFoundError(f"{self.name}: no {split} file")
-        return read_conll(self.files[split], allowed)
+        return read_conll(
+            self.files[split],
+            allowed,
+            self.tag_scheme,
+            tags_column=self.tags_column,
+            tag_names=self.tag_names,
+        )
 
     def read(self, split: str) -> list[Example]:
         return self.read_file(split, self.labels)
@@ -167,7 +297,10 @@ class TokenClassificationTask(Task):
     def read_labelled(
         cls, info: Mapping[str, Any], path: str | Path, columns: Sequence[str] | None = None
     ) -> list[Example]:
-        return read_conll(path, info.get("labels"))
+        scheme = str(info.get("tag_scheme", "iob2"))
+        if scheme == "auto" or scheme not in SCHEMES:
+            scheme = file_scheme(path)
+        return read_conll(path, info.get("labels"), scheme)
 
     # -------------------------------------------------------------------------------- the model's view
     def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
@@ -256,6 +389,13 @@ class TokenClassificationTask(Task):
             raise ValueError(f"{self.name}: cannot compute metrics on unlabelled examples")
         return M.entity_scores([p["tags"] for p in predictions], [ex.label for ex in examples])
 
+    def metric_breakdown(
+        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]
+    ) -> dict[str, Any]:
+        """``{"per_type": ...}``: precision, recall, F1 and support per entity type
+        (`albert_lm.tasks.metrics.entity_report`), for report.json and the end of finetune / evaluate."""
+        return {"per_type": M.entity_report([p["tags"] for p in predictions], [ex.label for ex in examples])}
+
     # ----------------------------------------------------------------------------- predict and serve
     def request_fields(self) -> tuple[str, ...]:
         return ("texts", "items")
@@ -317,7 +457,8 @@ class TokenClassificationTask(Task):
     @classmethod
     def cli_arguments(cls, parser: Any, mode: str) -> None:
         g = parser.add_argument_group(
-            "data: CoNLL files (token ... tag per line, blank line between sentences)"
+            "data: CoNLL files (token ... tag per line, blank line between sentences), or JSONL / Parquet / "
+            "Arrow files or datasets directories of tokens + tags rows"
         )
         g.add_argument("--train", type=Path, required=mode == "finetune", help="training file")
         g.add_argument(
@@ -332,6 +473,19 @@ class TokenClassificationTask(Task):
             help="comma-separated tag set, in class-id order (default: O, then the training tags sorted)",
         )
         g.add_argument("--name", default="ner", help="task name used in reports")
+        g.add_argument(
+            "--tag-scheme",
+            choices=TAG_SCHEMES,
+            default="auto",
+            help="the files' tag scheme, converted to BIO/IOB2 (default auto: read off the training file's tags)",
+        )
+        g.add_argument(
+            "--tags-column", default="tags", help="the column of a row file holding the tags (default tags)"
+        )
+        g.add_argument(
+            "--tag-names",
+            help="comma-separated tag names in id order, for row files whose tags are integer ids",
+        )
 
     @classmethod
     def cli_task(
@@ -341,4 +495,15 @@ class TokenClassificationTask(Task):
         labels: Sequence[str] | None = args.labels.split(",") if args.labels else None
         if info is not None:
             labels = list(info["labels"])  # a fine-tuned model fixes the class ids
-        return cls(files, labels=labels, name=args.name), NER_PRESET
+        scheme = getattr(args, "tag_scheme", "auto")
+        if info is not None and scheme == "auto":
+            scheme = str(info.get("tag_scheme", "iob2"))
+        task = cls(
+            files,
+            labels=labels,
+            name=args.name,
+            tag_scheme=scheme,
+            tag_names=args.tag_names.split(",") if getattr(args, "tag_names", None) else None,
+            tags_column=getattr(args, "tags_column", "tags"),
+        )
+        return task, NER_PRESET

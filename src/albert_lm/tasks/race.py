@@ -5,9 +5,11 @@ Data:
 * the RACE layout, ``DATA_DIR/RACE/{train,dev,test}/{middle,high}/*.txt`` (``DATA_DIR`` may also be the
   ``RACE`` directory itself): each file one JSON object with ``article``, ``questions``, ``options`` (a
   list of 4 options per question), ``answers`` (letters) and ``id``;
-* a generic JSONL format for the user's own data, any number of options per question:
+* a generic row format for the user's own data, any number of options per question, in JSONL, Parquet,
+  Arrow or a ``datasets`` directory:
   ``{"id": ..., "context": ..., "question": ..., "options": [...], "answer": "B" | 1}`` (``article`` is
-  accepted for ``context``; ``answer`` may be missing in unlabelled files).
+  accepted for ``context`` and ``example_id`` for ``id``, the columns of the Hugging Face ``race`` set;
+  ``answer`` may be missing in unlabelled files).
 
 Inputs as the original (race_utils.py convert_single_example): for each option,
 ``[CLS] article [SEP] qa [SEP]``, where qa is the question with every ``_`` replaced by the option when
@@ -30,7 +32,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from albert_lm._io import JsonlError, iter_jsonl, read_utf8
+from albert_lm._io import read_utf8
+from albert_lm._tables import TableError, read_rows
 from albert_lm.tasks.base import Example, Task, TaskDataError, per_example
 from albert_lm.tasks.collate import Feature
 from albert_lm.tasks.inputs import build_inputs
@@ -186,14 +189,16 @@ def read_race(data_dir: str | Path, split: str, levels: Sequence[str] = LEVELS) 
 
 
 def read_mc_jsonl(path: str | Path) -> list[Example]:
-    """The generic multiple-choice JSONL format (see module docstring); options may vary in number."""
+    """The generic multiple-choice rows (see module docstring) of a JSONL, Parquet or Arrow file or a
+    ``datasets`` directory (`albert_lm._tables.iter_rows`); options may vary in number.
+    """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise FileNotFoundError(f"{p}: not found")
     examples = []
-    try:  # as bytes: a line that is not UTF-8 is named by its number (a BOM is dropped)
-        records = list(iter_jsonl(p))
-    except JsonlError as e:
+    try:
+        records = read_rows(p)
+    except TableError as e:
         raise TaskDataError(str(e)) from None
     for n, rec in records:
         where = f"{p}:{n}"
@@ -205,7 +210,7 @@ def read_mc_jsonl(path: str | Path) -> list[Example]:
         if not isinstance(opts, list) or len(opts) < 2:
             raise TaskDataError(f"{where}: 'options' must be a list of at least 2 options")
         label = _answer_index(rec["answer"], len(opts), where) if rec.get("answer") is not None else None
-        guid = str(rec.get("id", f"{p.stem}-{n}"))
+        guid = str(rec.get("id", rec.get("example_id", f"{p.stem}-{n}")))
         meta = {"file": str(p), "line": n, "level": rec.get("level")}
         examples.append(_mc_example(guid, context, str(question), [str(o) for o in opts], label, meta))
     return examples
@@ -369,13 +374,17 @@ class MultipleChoiceTask(Task):
 
     @classmethod
     def cli_arguments(cls, parser: Any, mode: str) -> None:
-        g = parser.add_argument_group("data: a RACE directory or multiple-choice JSONL files")
+        g = parser.add_argument_group("data: a RACE directory or multiple-choice row files")
         g.add_argument(
             "--data-dir", type=Path, help="RACE root (DIR/RACE/{train,dev,test}/{middle,high}/*.txt)"
         )
-        g.add_argument("--train", type=Path, help="JSONL training file (generic multiple-choice format)")
-        g.add_argument("--dev", type=Path, help="JSONL dev file")
-        g.add_argument("--test", type=Path, help="JSONL test file")
+        g.add_argument(
+            "--train",
+            type=Path,
+            help="training rows (generic multiple-choice format): JSONL, Parquet, Arrow or a datasets directory",
+        )
+        g.add_argument("--dev", type=Path, help="dev rows (same formats)")
+        g.add_argument("--test", type=Path, help="test rows (same formats)")
         g.add_argument("--levels", default="middle,high", help="RACE levels to use (default: middle,high)")
         g.add_argument(
             "--max-qa-length",

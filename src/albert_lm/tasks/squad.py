@@ -30,8 +30,8 @@ from albert_lm.tasks.squad_data import (
     SquadExample,
     collate,
     featurize,
-    read_squad,
 )
+from albert_lm.tasks.squad_rows import read_squad_file
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class SquadTask(Task):
     def read(self, split: str) -> list[Example]:
         if split not in self.files:
             raise FileNotFoundError(f"squad: no file for the {split} split (give --{split}-file)")
-        data = read_squad(self.files[split])
+        data = read_squad_file(self.files[split])
         if data.version == "2.0" and self.version == "1.1" and any(e.is_impossible for e in data.examples):
             logger.warning("%s has unanswerable questions but the task is SQuAD 1.1", self.files[split])
         return [

@@ -11,6 +11,7 @@ from __future__ import annotations
 import bz2
 import gzip
 import html
+import json
 import lzma
 import re
 import xml.etree.ElementTree as ET
@@ -18,9 +19,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
+from albert_lm._tables import TableError, iter_rows
 from albert_lm._text import MAX_LINE_BYTES, NotTextError, iter_lines_bounded
 
 __all__ = [
+    "ROW_SUFFIXES",
+    "is_row_file",
+    "iter_row_texts",
+    "refuse_json_lines",
     "open_binary",
     "iter_lines",
     "iter_wiki_articles",
@@ -176,13 +182,83 @@ def split_sentences(paragraph: str) -> list[str]:
     return out
 
 
-def iter_corpus_lines(paths: Iterable[str | Path]) -> Iterator[str]:
+# the files read as rows with a text field, not as lines of text
+ROW_SUFFIXES = (".jsonl", ".json", ".ndjson", ".parquet", ".pq", ".arrow", ".feather", ".ipc")
+
+
+def is_row_file(path: str | Path) -> bool:
+    """Whether ``path`` holds rows (JSON lines, Parquet, Arrow, a ``datasets`` directory), not text lines."""
+    p = Path(path)
+    return p.is_dir() or p.suffix.lower() in ROW_SUFFIXES
+
+
+def iter_row_texts(path: str | Path, text_field: str = "text") -> Iterator[tuple[int, str]]:
+    """Yield ``(row or line number, text)`` of each row's ``text_field``; rows whose text is blank are
+    skipped.
+
+    Raises:
+        ValueError: a row without the field or with a value that is not a string, naming ``file:N``, or a
+            file that is not what its extension says.
+    """
+    try:
+        for n, row in iter_rows(path, "jsonl" if Path(path).suffix.lower() == ".json" else None):
+            if text_field not in row:
+                raise ValueError(
+                    f"{path}:{n}: no field {text_field!r} (fields: {', '.join(map(str, row))}); name the text "
+                    "field with --text-field"
+                )
+            text = row[text_field]
+            if not isinstance(text, str):
+                raise ValueError(f"{path}:{n}: field {text_field!r} is {type(text).__name__}, not text")
+            if text.strip():
+                yield n, text
+    except TableError as e:
+        raise ValueError(str(e)) from None
+
+
+def refuse_json_lines(path: str | Path, read_as: str = "plain text") -> None:
+    """Refuse a file read as lines of text whose first non-blank line is a JSON object: its braces and
+    keys would become text (a vocabulary of ``{"text":``) with exit 0.
+
+    Raises:
+        ValueError: naming the file and line, and how to read it as rows instead.
+    """
+    with open_binary(path) as f:
+        for lineno, raw in enumerate(f, start=1):
+            line = raw.decode("utf-8", errors="replace").strip().lstrip("\ufeff")
+            if not line:
+                continue
+            if line.startswith("{"):
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError:
+                    return
+                if isinstance(obj, dict):
+                    raise ValueError(
+                        f"{path}:{lineno}: the line is a JSON object, but the file is read as {read_as}; name "
+                        "it .jsonl (or pass --format jsonl where there is one) to read its text field "
+                        "(--text-field, default 'text')"
+                    )
+            return
+
+
+def iter_corpus_lines(paths: Iterable[str | Path], text_field: str = "text") -> Iterator[str]:
     """Yields the text lines of several inputs: MediaWiki dumps (``*.xml*``) one sentence per line (the
-    original pretraining format), other files line by line. Empty lines are skipped."""
+    original pretraining format), row files (`is_row_file`) the lines of each row's ``text_field``, other
+    files line by line. Empty lines are skipped.
+
+    Raises:
+        ValueError: an unreadable input, naming the file and line (see `iter_row_texts`,
+            `refuse_json_lines`).
+    """
     for path in paths:
         if ".xml" in Path(path).name:
             for _title, text in iter_wiki_articles(path):
                 for paragraph in text.split("\n"):
                     yield from split_sentences(paragraph)
+        elif is_row_file(path):
+            for _, text in iter_row_texts(path, text_field):
+                yield from (ln for ln in text.splitlines() if ln.strip())
         else:
+            refuse_json_lines(path)
             yield from (ln for ln in iter_lines(path) if ln.strip())

@@ -72,10 +72,11 @@ def _preprocessed_lines(
     stats: TrainStats,
     progress: ProgressFn | None,
     every: int,
+    text_field: str = "text",
 ) -> Iterator[str]:
     start = time.monotonic()
     last = start
-    for line in iter_corpus_lines(inputs):
+    for line in iter_corpus_lines(inputs, text_field):
         stats.lines_read += 1
         text = preprocess_text(line, keep_accents=keep_accents, do_lower_case=do_lower_case)
         if text:
@@ -123,14 +124,16 @@ def train_sentencepiece(
     progress_every: int = 100_000,
     sentencepiece_log: bool = False,
     overwrite: bool = False,
+    text_field: str = "text",
 ) -> tuple[AlbertTokenizer, TrainStats]:
-    """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory.
+    """Trains a SentencePiece model with ALBERT's settings and writes a tokenizer directory; returns the
+    trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Args:
         inputs: text files (one sentence or paragraph per line; ``.gz``/``.bz2``/``.xz`` are read
-            transparently) and/or MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``).
-        output_dir: receives ``spiece.model``, ``spiece.vocab``, ``tokenizer_config.json``,
-            ``special_tokens_map.json``.
+            transparently), MediaWiki XML dumps (``*.xml``, ``*.xml.bz2``), JSONL / Parquet / Arrow files
+            and ``datasets`` directories (the text of each row's ``text_field``; `iter_corpus_lines`).
+        output_dir: receives ``spiece.model``, ``spiece.vocab`` and the two tokenizer JSON files.
         vocab_size: number of pieces, special tokens included (30000 for ALBERT).
         do_lower_case: lower-case the text (the released ALBERT models are uncased).
         keep_accents: keep combining accents (skip NFKD and their removal).
@@ -141,13 +144,9 @@ def train_sentencepiece(
         seed: SentencePiece's random seed (the sample, the seed-piece shuffle).
         num_threads: training threads. 1 keeps the result independent of the machine.
         max_sentence_length: longer lines (in bytes) are skipped by SentencePiece.
-        progress: called with one-line progress messages.
-        progress_every: report every this many input lines.
+        progress: called with one-line progress messages, every ``progress_every`` input lines.
         sentencepiece_log: let SentencePiece print its own (verbose) training log to stderr.
         overwrite: replace a non-empty ``output_dir``, atomically (a failure leaves the old one whole).
-
-    Returns:
-        The trained tokenizer (loaded from ``output_dir``) and what was read.
 
     Raises:
         ValueError: no usable text, a vocabulary larger than the corpus supports, bad input files.
@@ -160,7 +159,9 @@ def train_sentencepiece(
     check_output_dir(out, overwrite)  # before the (long) training, not after
     stats = TrainStats()
     t0 = time.monotonic()
-    lines = _preprocessed_lines(inputs, do_lower_case, keep_accents, stats, progress, progress_every)
+    lines = _preprocessed_lines(
+        inputs, do_lower_case, keep_accents, stats, progress, progress_every, text_field
+    )
     sample = reservoir_sample(lines, input_sentence_size, seed) if input_sentence_size > 0 else list(lines)
     if progress is not None:
         progress(

@@ -8,8 +8,8 @@ fine-tuning's values (AdamWeightDecayOptimizer at 2e-5, seed 42, ...) are a pres
 same fields (`albert_lm.finetune.config.FINETUNE_DEFAULTS`), never fields of its own.
 
 The same flags set them in both commands: `SHARED_FLAGS` (``--learning-rate`` -> ``optim.learning_rate``), and
-``--set SECTION.FIELD=VALUE``, ``--config FILE`` (JSON, or the YAML subset of `parse_yaml_subset`) and
-``--print-config`` (that YAML) work alike in both.
+``--set SECTION.FIELD=VALUE``, ``--config FILE`` (JSON, or YAML: `parse_yaml`) and ``--print-config``
+(YAML that ``--config`` reads back equal) work alike in both.
 
 Validation is one rule style: a table of ``(field, test, what the test asks)`` per section (`RULES`) and
 the field types (`albert_lm._fields.coerce`: integers, finite numbers), checked once at the boundary by
@@ -24,13 +24,12 @@ import copy
 import json
 import logging
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from albert_lm._fields import FieldError, coerce, field_types, parse_value
+from albert_lm._fields import FieldError, coerce, dump_yaml, field_types, load_yaml, parse_value
 from albert_lm._io import NotTextError, read_utf8
 from albert_lm.config import ConfigError
 from albert_lm.runtime.choices import CPU_ATTENTIONS, FP32_LINEARS, PRECISIONS
@@ -54,7 +53,7 @@ __all__ = [
     "check_sections",
     "load_config_file",
     "parse_assignments",
-    "parse_yaml_subset",
+    "parse_yaml",
     "to_yaml",
 ]
 
@@ -478,35 +477,36 @@ def sections_dict(cfg: Any, sections: Mapping[str, type]) -> dict[str, dict[str,
             for s in sections}  # fmt: skip
 
 
-def parse_yaml_subset(text: str, source: str) -> dict[str, Any]:
-    """The YAML these configs need: ``section:`` lines, indented ``key: value`` lines, ``#`` comments.
+def parse_yaml(text: str, source: str) -> dict[str, Any]:
+    """A YAML config (`albert_lm._fields.load_yaml`): a mapping of sections, each a mapping of fields (an
+    empty section, ``optim:`` alone, is an empty mapping). Nested blocks are values (``overrides:`` with
+    indented keys under it).
 
-    Values are scalars (see `parse_value`) or inline JSON (``overrides: {"hidden_size": 256}``).
+    Raises:
+        ConfigError: ``source:line: ...`` for YAML that does not parse; ``source: ...`` for a document
+            that is not a mapping of sections.
     """
-    out: dict[str, Any] = {}
-    section: dict[str, Any] | None = None
-    for lineno, line in enumerate(text.splitlines(), 1):
-        stripped = re.sub(r"\s+#.*$", "", line).rstrip()
-        if not stripped.strip() or stripped.lstrip().startswith("#"):
-            continue
-        indented = stripped[0] in " \t"
-        if ":" not in stripped:
-            raise ConfigError(f"{source}:{lineno}: expected 'key: value' (got {line.strip()!r})")
-        key, _, value = stripped.strip().partition(":")
-        key = key.strip()
-        if not indented:
-            if value.strip():
-                raise ConfigError(f"{source}:{lineno}: top-level lines are sections ('{key}:' alone)")
-            section = out.setdefault(key, {})
-        else:
-            if section is None:
-                raise ConfigError(f"{source}:{lineno}: 'key: value' before any section")
-            section[key] = parse_value(value)
-    return out
+    try:
+        raw = load_yaml(text, source)
+    except FieldError as e:
+        raise ConfigError(str(e)) from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: expected a mapping of sections (section: then indented key: value)")
+    for section, values in raw.items():
+        if values is None:
+            raw[section] = {}
+        elif not isinstance(values, dict):
+            raise ConfigError(
+                f"{source}: section {section!r} must be a mapping of fields (got {values!r}); top-level "
+                "lines are sections ('section:' alone, its fields indented under it)"
+            )
+    return raw
 
 
 def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A config file as a nested dict: JSON (``.json``) or the YAML subset (anything else)."""
+    """A config file as a nested dict: JSON (``.json``) or YAML (anything else, `parse_yaml`)."""
     path = Path(path)
     try:
         text = read_utf8(path)  # NotTextError names the line, where the codec's error names nothing
@@ -522,7 +522,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a JSON object of sections")
         return raw
-    return parse_yaml_subset(text, str(path))
+    return parse_yaml(text, str(path))
 
 
 def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]:
@@ -538,10 +538,6 @@ def parse_assignments(items: list[str], source: str = "--set") -> dict[str, Any]
 
 
 def to_yaml(raw: Mapping[str, Mapping[str, Any]], header: str = "") -> str:
-    """Sections in the YAML subset that `parse_yaml_subset` reads back (``header``: ``#`` comment lines)."""
-    lines = [f"# {line}" for line in header.splitlines()]
-    for section, values in raw.items():
-        lines.append(f"{section}:")
-        for key, value in values.items():
-            lines.append(f"  {key}: {json.dumps(value)}")
-    return "\n".join(lines) + "\n"
+    """Sections as the YAML that `parse_yaml` reads back equal (``header``: ``#`` comment lines)."""
+    lines = "".join(f"# {line}\n" for line in header.splitlines())
+    return lines + dump_yaml({section: dict(values) for section, values in raw.items()})

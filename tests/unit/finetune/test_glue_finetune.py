@@ -119,14 +119,14 @@ def test_print_config_resolves_preset_and_overrides(
     tiny_model_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     argv = ["finetune", "glue", "--task", "rte", "--data-dir", str(GLUE_DIR), "--init", str(tiny_model_dir)]
-    from albert_lm.train.settings import parse_yaml_subset
+    from albert_lm.train.settings import parse_yaml
 
     assert main([*argv, "--output", "unused", "--print-config"]) == 0
-    cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")  # the YAML of albert pretrain's
+    cfg = parse_yaml(capsys.readouterr().out, "stdout")  # the YAML of albert pretrain's
     steps = (cfg["schedule"]["train_steps"], cfg["schedule"]["warmup_steps"])
     assert (cfg["optim"]["learning_rate"], cfg["finetune"]["batch_size"], *steps) == (3e-5, 32, 800, 200)
     assert main([*argv, "--output", "unused", "--print-config", "--epochs", "2", "--batch-size", "8"]) == 0
-    cfg = parse_yaml_subset(capsys.readouterr().out, "stdout")
+    cfg = parse_yaml(capsys.readouterr().out, "stdout")
     steps = (cfg["schedule"]["train_steps"], cfg["schedule"]["warmup_steps"])
     assert (cfg["finetune"]["epochs"], cfg["finetune"]["batch_size"], *steps) == (2.0, 8, None, None)
 

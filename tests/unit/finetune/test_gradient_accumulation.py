@@ -70,13 +70,13 @@ def test_a_micro_batch_size_that_does_not_divide_the_batch_is_one_line_exit_1(
 
 def test_one_flag_and_one_field_in_both_commands(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     """``--micro-batch-size`` sets ``run.micro_batch_size`` in `albert pretrain` and `albert finetune` alike."""
-    from albert_lm.train.settings import parse_yaml_subset
+    from albert_lm.train.settings import parse_yaml
 
     assert main(["pretrain", "--recipe", "smoke", "--micro-batch-size", "4", "--print-config"]) == 0
-    pre = parse_yaml_subset(capsys.readouterr().out, "pretrain")
+    pre = parse_yaml(capsys.readouterr().out, "pretrain")
     argv = ["finetune", "glue", "--task", "sst2", "--data-dir", str(tmp_path), "--model", str(tmp_path)]
     assert main([*argv, "--output", str(tmp_path / "o"), "--micro-batch-size", "4", "--print-config"]) == 0
-    fine = parse_yaml_subset(capsys.readouterr().out, "finetune")
+    fine = parse_yaml(capsys.readouterr().out, "finetune")
     assert pre["run"]["micro_batch_size"] == fine["run"]["micro_batch_size"] == 4
     assert pre["run"]["global_batch_size"] == 8 and fine["finetune"]["batch_size"] == 32  # the step's batch
 

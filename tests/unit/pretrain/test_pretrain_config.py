@@ -9,7 +9,7 @@ import re
 import pytest
 
 from albert_lm.pretrain.config import RECIPES, ConfigError, PretrainConfig, apply_dict, recipe
-from albert_lm.train.settings import load_config_file, parse_yaml_subset, to_yaml
+from albert_lm.train.settings import load_config_file, parse_yaml, to_yaml
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -78,8 +78,8 @@ def test_print_config(capsys):
         pretrain.run(parse(["--recipe", "smoke", "--set", "optim.learning_rate=0.5", "--print-config"])) == 0
     )
     out = capsys.readouterr().out
-    assert parse_yaml_subset(out, "stdout")["optim"]["learning_rate"] == 0.5
-    assert 'preset: "albert-tiny"' in out
+    assert parse_yaml(out, "stdout")["optim"]["learning_rate"] == 0.5
+    assert "preset: albert-tiny" in out
 
 
 @pytest.mark.parametrize(
@@ -116,11 +116,13 @@ def test_validate_and_batch_split():
         cfg.validate()
 
 
-def test_yaml_subset_errors_name_the_line(tmp_path):
-    with pytest.raises(ConfigError, match=r"run.yaml:2: 'key: value' before any section|run.yaml:2"):
-        parse_yaml_subset("# c\n  lr: 1\n", "run.yaml")
-    with pytest.raises(ConfigError, match="run.yaml:1: top-level lines are sections"):
-        parse_yaml_subset("optim: 1\n", "run.yaml")
+def test_yaml_errors_name_the_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"run.yaml:4:2: not valid YAML"):
+        parse_yaml("# c\noptim:\n  lr: 1\n lr: 2\n", "run.yaml")
+    with pytest.raises(
+        ConfigError, match="run.yaml: section 'optim' must be a mapping.*top-level lines are sections"
+    ):
+        parse_yaml("optim: 1\n", "run.yaml")
     (tmp_path / "bad.json").write_text('{\n  "optim": \n}')
     with pytest.raises(ConfigError, match=r"bad.json:3: not valid JSON"):
         load_config_file(tmp_path / "bad.json")

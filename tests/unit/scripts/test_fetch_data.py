@@ -99,8 +99,11 @@ def test_fetch_derives_missing_files_without_downloading(fetch_data, tmp_path: P
 def test_a_withdrawn_optional_set_is_reported_and_skipped_a_required_one_stops(
     fetch_data, tmp_path: Path, monkeypatch
 ) -> None:
-    """bigbench 1.0.0 (SQuAD dev) left the registry's index: `make data` goes on without it, writes why into
-    data/squad/UNAVAILABLE (the tests' skip reason), and a required set that vanished is still an error."""
+    """A set marked optional that left the registry's index: `make data` goes on without it, writes why
+    into data/<name>/UNAVAILABLE (the tests' skip reason), and a required set that vanished is still an
+    error."""
+    import dataclasses
+
     monkeypatch.setattr(fetch_data, "ROOT", tmp_path)
     monkeypatch.setattr(fetch_data, "CACHE", tmp_path / "cache")
 
@@ -108,10 +111,15 @@ def test_a_withdrawn_optional_set_is_reported_and_skipped_a_required_one_stops(
         raise fetch_data.Withdrawn(f"{src.filename} is no longer in the registry's index of {src.package}")
 
     monkeypatch.setattr(fetch_data, "_find_url", gone)
-    assert not next(s for s in fetch_data.SOURCES if s.name == "squad").required
-    assert fetch_data.fetch(["squad"]) == ["squad"]
-    why = (tmp_path / "squad" / fetch_data.UNAVAILABLE).read_text(encoding="utf-8")
-    assert "bigbench-1.0.0.tar.gz is no longer in the registry" in why and "sha256 1bb398a5" in why
-    assert not (tmp_path / "squad" / "dev-v1.1.json").exists()
+    spans = next(s for s in fetch_data.SOURCES if s.name == "pubmed_spans")
+    assert spans.required  # every listed set is there today
+    optional = [dataclasses.replace(s, required=False) if s is spans else s for s in fetch_data.SOURCES]
+    monkeypatch.setattr(fetch_data, "SOURCES", optional)
+    assert fetch_data.fetch(["pubmed_spans"]) == ["pubmed_spans"]
+    why = (tmp_path / "pubmed_spans" / fetch_data.UNAVAILABLE).read_text(encoding="utf-8")
+    assert (
+        "evals-3.0.1.post1-py3-none-any.whl is no longer in the registry" in why and "sha256 0abcb205" in why
+    )
+    assert not (tmp_path / "pubmed_spans" / "pubmed-spans-v1.1.json").exists()
     with pytest.raises(fetch_data.Withdrawn, match="gensim"):
         fetch_data.fetch(["wiki"])

@@ -23,7 +23,9 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def dev():
-    return S.read_squad(data_path("squad", "dev-v1.1.json"))
+    """The real span-extraction set in the SQuAD v1.1 layout that `make data` builds: the population
+    spans of 497 PubMed abstracts (evals' population_span_extraction), each answer_start checked."""
+    return S.read_squad(data_path("pubmed_spans", "pubmed-spans-v1.1.json"))
 
 
 @pytest.fixture(scope="module")
@@ -33,37 +35,38 @@ def dev_features(dev, tokenizer):
 
 # ------------------------------------------------------------------------------------------ real data
 @pytest.mark.data
-def test_reads_the_real_dev_set(dev):
+def test_reads_the_real_span_set(dev):
     assert dev.version == "1.1"
-    assert len(dev.raw) == 48 and len(dev.examples) == 10565
-    assert sum(len(e.answers) for e in dev.examples) == 34680
+    assert len(dev.raw) == 497 and len(dev.examples) == 497  # an article and a question per abstract
+    assert sum(len(e.answers) for e in dev.examples) == 693  # 355 abstracts have 1 span, 142 have 2-5
     assert not any(e.is_impossible for e in dev.examples)
+    for e in dev.examples:
+        for a in e.answers:
+            assert e.context[a.start : a.start + len(a.text)] == a.text
 
 
 @pytest.mark.data
 def test_every_gold_answer_maps_to_tokens_that_map_back(dev, dev_features):
-    """Each of the 34,680 gold answers maps to a token span whose paragraph text is the answer, with two
-    counted, explained exceptions."""
+    """Each of the 693 gold answers maps to a token span whose paragraph text is the answer, with one
+    counted, explained exception."""
     _, report = dev_features
     by_id = {e.qas_id: e for e in dev.examples}
     counts = Counter(a.status for a in report.alignments)
-    assert len(report.alignments) == 34680
+    assert len(report.alignments) == 693
     assert counts["unalignable"] == 0 and counts["mismatch"] == 0
     for a in report.alignments:
         answer = by_id[a.qas_id].answers[a.answer_index].text.strip()
-        if a.status in ("exact", "repaired"):
+        if a.status == "exact":
             assert a.text == answer, a
-        else:  # "wider": the annotator selected part of a token ("8" of "18", "gold" of "golden")
+        else:  # "wider": the span starts or ends inside a WordPiece token
             assert a.status == "wider"
             assert answer in a.text and a.text != answer, a
-            # a single token each side: the extra characters are inside the first / last token only
             assert len(a.text) - len(answer) <= 20
-    # Exception 1: answer_start off by one in the data (the text starts with a space, or one character
-    # before it): 15 answers, all repaired to the nearest occurrence of the exact text.
-    assert counts["repaired"] == 15
-    # Exception 2: answers that start or end inside a WordPiece token: 76 (0.2%).
-    assert counts["wider"] == 76
-    assert counts["exact"] == 34680 - 15 - 76
+    # every answer_start is exact (checked when the set is built): nothing to repair
+    assert counts["repaired"] == 0
+    # the exception: 3 spans start or end inside a WordPiece token
+    assert counts["wider"] == 3
+    assert counts["exact"] == 693 - 3
 
 
 @pytest.mark.data
@@ -71,14 +74,15 @@ def test_gold_spans_round_trip_through_post_processing_to_em_100(dev, dev_featur
     """One-hot logits at each window's label, post-processed like model output, give back the first gold
     answer: EM 100 except where that answer is a part of a token."""
     features, report = dev_features
-    assert report.features == len(features) > len(dev.examples)  # long paragraphs give several windows
+    # abstracts of up to 1,452 pieces: 1,038 windows for 497 questions, 471 of them without the answer
+    assert report.features == len(features) == 1038 and report.negative_windows == 471
     results = []
     for f in features:
         start = np.full(len(f.input_ids), -10.0)
         end = np.full(len(f.input_ids), -10.0)
         start[f.start_position] = end[f.end_position] = 10.0
         results.append(SpanResult(f.unique_id, start, end))
-    # max_answer_length beyond any gold: 6 first answers are longer than the usual 30 tokens
+    # max_answer_length beyond any gold: population spans run to dozens of tokens
     preds = postprocess_span(dev.examples, features, results, n_best_size=1, max_answer_length=512).best_text
     first_wider = {a.qas_id for a in report.alignments if a.answer_index == 0 and a.status == "wider"}
     golds = dev.golds()
@@ -86,8 +90,7 @@ def test_gold_spans_round_trip_through_post_processing_to_em_100(dev, dev_featur
         q for q, p in preds.items() if not any(normalize_answer(p) == normalize_answer(g) for g in golds[q])
     }
     assert wrong <= first_wider
-    # 32 first answers are part of a token; 9 of those questions are still right through another gold
-    assert len(first_wider) == 32 and len(wrong) == 23
+    assert len(first_wider) == 2 and len(wrong) == 2
     assert evaluate_v1(golds, preds)["exact_match"] == pytest.approx(100.0 * (1 - len(wrong) / len(golds)))
 
 

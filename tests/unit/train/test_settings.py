@@ -14,7 +14,7 @@ from albert_lm.config import ConfigError
 from albert_lm.finetune import config as finetune_settings
 from albert_lm.pretrain import config as pretraining_config
 from albert_lm.train import settings
-from albert_lm.train.settings import parse_yaml_subset
+from albert_lm.train.settings import parse_yaml
 
 # Every settings class of the two workflows: the shared sections and each workflow's own.
 SETTINGS_CLASSES = [
@@ -131,7 +131,7 @@ def test_print_config_is_one_format_that_config_reads_back(tmp_path: Path, capsy
                 "--output", str(tmp_path / "f"), "--learning-rate", "0.5", "--set", "run.seed=3"]  # fmt: skip
     for argv, base in ((pretrain, ["pretrain"]), (finetune, finetune[:10])):
         text = _printed(capsys, [*argv, "--print-config"])
-        raw = parse_yaml_subset(text, "stdout")
+        raw = parse_yaml(text, "stdout")
         assert (raw["optim"]["learning_rate"], raw["run"]["seed"]) == (0.5, 3), argv[0]
         (tmp_path / f"{argv[0]}.yaml").write_text(text, encoding="utf-8")
         again = _printed(capsys, [*base, "--config", str(tmp_path / f"{argv[0]}.yaml"), "--print-config"])
