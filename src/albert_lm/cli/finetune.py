@@ -158,7 +158,7 @@ def _run_task(args: argparse.Namespace) -> int:
     # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
     model_config = None if args.print_config else read_model_config(args.init)
     # The flags first, over the defaults: building the task may read the training file (custom data
-    # infers its labels), and a bad flag is bad whatever the preset (issue 22 item 5).
+    # infers its labels), and a bad flag is bad whatever the preset.
     _validate(resolve_config(FinetuneConfig(), args), None)  # the flags alone: the model fit is the preset's
     task, preset = task_class(args.task_kind).cli_task(args)
     cfg = resolve_config(FinetuneConfig(**preset), args)

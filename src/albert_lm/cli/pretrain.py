@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     run_dir = str(cfg.run.output)  # validate() refused none
     main_rank = int(os.environ.get("RANK", "0")) == 0  # under torchrun only rank 0 reports
-    # a fresh run in an earlier run's directory appended to its metrics.jsonl and mixed the checkpoints
+    # a fresh run in another run's directory would append to its metrics.jsonl and mix the checkpoints
     check_output_dir(run_dir, resume=bool(args.resume), overwrite=args.overwrite, init=cfg.model.init_from)
     # one process moves the old run aside: every rank runs this command under torchrun
     with replacing(run_dir, enabled=args.overwrite and main_rank):

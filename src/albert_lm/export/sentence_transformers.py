@@ -44,7 +44,7 @@ logger = logging.getLogger(__name__)
 REPORT_FILE = "export_report.json"
 POOLING_DIR = "1_Pooling"
 NORMALIZE_DIR = "2_Normalize"
-# the issue's parity bound (issue 18): float32 encoders differ by ~1e-6 between attention kernels
+# the parity bound: float32 encoders differ by ~1e-6 between attention kernels
 TOLERANCE = 1e-5
 # Texts of the export's checks: lengths that make a padded batch, case, accents, digits and
 # punctuation, CJK characters, and one text longer than any max_seq_length (the truncation).

@@ -64,7 +64,7 @@ class FinetuneOptions:
 # Without bias correction Adam's step t is (1 - beta1^t) / sqrt(1 - beta2^t) times larger: 3.2x at t = 1,
 # 6.5x at 10, 4.1x at 60, 1.3x at 1000. That matters in short runs: MiniLM on the polarity CSV, 60 steps of
 # 16 at lr 5e-5 (warmup 6, seq 48, seed 1, fp32), held-out accuracy 0.78 with adamw_original vs 0.59 with
-# adamw (one seed; measured for issue 15). Hence the original's AdamWeightDecayOptimizer (adamw_original).
+# adamw (one seed). Hence the original's AdamWeightDecayOptimizer (adamw_original).
 FINETUNE_DEFAULTS: dict[str, dict[str, Any]] = {
     "optim": {"optimizer": "adamw_original", "learning_rate": 2e-5},
     # train_steps null: epochs; warmup: 10% of the steps (original run_classifier.py warmup_proportion)

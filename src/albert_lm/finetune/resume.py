@@ -1,10 +1,10 @@
 """What a fine-tuning run was started with, recorded in each of its checkpoints and checked by ``--resume``.
 
 ``albert finetune --resume`` takes the task and hyperparameters from its command line again (a checkpoint
-holds weights and loop state, not the command). Before issue 22 nothing compared them with the run's:
-``--labels pos,neg`` on a run started with ``neg,pos`` swapped the class ids mid-run (exit 0), another
-``--learning-rate`` was ignored by the restored schedule but written to report.json, another
-``--batch-size`` ended in a ``StopIteration`` and another training file in a size-mismatch traceback.
+holds weights and loop state, not the command). Unchecked, they go wrong
+quietly: ``--labels pos,neg`` on a run started with ``neg,pos`` swaps the class ids mid-run (exit 0), another
+``--learning-rate`` is ignored by the restored schedule but written to report.json, another
+``--batch-size`` ends in a ``StopIteration`` and another training file in a size-mismatch traceback.
 
 So every checkpoint's task.json records the run's identity (`run_identity`, under `RUN_KEY`): the task, its
 labels, every `FinetuneConfig` field except those that may change between a run and its resumption

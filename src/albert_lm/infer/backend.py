@@ -4,7 +4,7 @@ give its answers; measured once, then remembered.
 The candidates are PyTorch (fp32 with the fp32 linear library `albert_lm.runtime.fp32_linear` picks, or
 torch.ao dynamic int8) and ONNX Runtime (``model.onnx`` / ``model.int8.onnx``: the model directory's own
 export, else one made once and kept in the cache directory). Neither wins everywhere: ONNX Runtime's fp32
-GEMM is ~1.9x torch's MKL on AMD cores (issue 24) and even on Intel ones at one sequence, while int8 goes
+GEMM is ~1.9x torch's MKL on AMD cores and even on Intel ones at one sequence, while int8 goes
 either way with the CPU's int8 instructions. So `choose_backend`:
 
 1. builds a fixed probe batch (`PROBE_SHAPE`: one sequence of 128 tokens, or the model's length if
@@ -418,7 +418,7 @@ def auto_predict_fn(
 def onnx_session(model_dir: Path, int8: bool, threads: int | None, export_to: Path | None = None) -> Any:
     """An ONNX Runtime session of ``model_dir``'s exported file (``model.onnx`` / ``model.int8.onnx``). A
     model directory without one is exported first: into ``export_to`` when given (kept: the next call
-    finds it there), else into a temporary directory (the session keeps the graph in memory).
+    finds it there), else into a temporary directory (the ONNX Runtime session keeps the graph in memory).
 
     Raises:
         ModelDirError: an export directory without the int8 file, or an export that fails its checks.

@@ -231,7 +231,7 @@ SECTIONS: dict[str, type] = {
 def _paper(size: str, **model_overrides: Any) -> dict[str, Any]:
     # Paper Sec. 4.1 / run_pretraining.py: batch 4096, LAMB 0.00176, 125k steps, warmup 3125. The paper's
     # sequence length, 512, is the DATA_DIR's to fix (`albert prepare --max-seq-length 512`): a recipe that
-    # pinned it padded shards prepared at 128 to 512 without a word (issue 23).
+    # pinned it would pad shards prepared at 128 to 512 without a word.
     return {
         "model": {"preset": f"albert-{size}-v2", "overrides": model_overrides},
         "optim": {"optimizer": "lamb", "learning_rate": 0.00176},
@@ -245,13 +245,13 @@ RECIPES: dict[str, dict[str, Any]] = {
     "albert-large": _paper("large"),
     "albert-xlarge": _paper("xlarge"),
     "albert-xxlarge": _paper("xxlarge"),
-    # About 10 minutes on 2 CPU cores: the small model of the pretraining issue's reference run
+    # About 10 minutes on 2 CPU cores: the small model of the pretraining reference run
     # (E 128, H 256, 4 shared layers, 4 heads, FFN 1024, seq 128). Not from the paper. AdamW, not LAMB: at
     # batch 32 LAMB's per-layer trust ratio moves the small-init weights too slowly for a few hundred steps
     # (measured here: held-out MLM stuck at the unigram baseline, 4.6-5.3%, after 250 steps with LAMB at lr
     # 0.002 and 0.02, vs 7.9% with AdamW 1e-3); AdamW 2e-3 stalled as well, 5e-4 learned slower than 1e-3.
     # Precision: the default, auto: bf16 autocast (fp32 master weights) where the CPU has avx512_bf16 / AMX,
-    # about 2x the fp32 speed there; fp32 on CPUs without, where bf16 is ~19x slower (issue 17).
+    # about 2x the fp32 speed there; fp32 on CPUs without, where bf16 is ~19x slower (`albert_lm.runtime.precision`).
     # Schedule: over the 10 minutes of training time (by=time, warmup 6% = 36 s, about the 50 steps of the
     # earlier step recipe), so the lr reaches 0 at the budget whatever the machine's speed; train_steps only
     # caps the steps (about 1,000 fit in 10 minutes on 2 cores).

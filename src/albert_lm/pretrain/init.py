@@ -10,7 +10,7 @@ initialization, and `load_init_model` logs which is which.
 The pretraining data must have been prepared with the model's own vocabulary: the same size as the
 model's embedding table and, when MODEL_DIR has tokenizer files, the same tokenizer fingerprint (sha256 of
 the vocabulary file) as ``DATA_DIR/manifest.json`` records. Anything else would train the embeddings of
-one vocabulary on the ids of another, which "works" (issue 15: MiniLM's 30522 WordPiece ids fed shards made
+one vocabulary on the ids of another, which "works" (MiniLM's 30522 WordPiece ids fed shards made
 with a 1000-piece SentencePiece vocabulary, exit 0) and is always wrong, so `check_vocabulary` refuses it.
 """
 

@@ -1,7 +1,7 @@
 """A linear probe: what a frozen encoder's features are worth on a labelled text set.
 
-Fine-tuning a small model on a few thousand sentences moves by several points between seeds (issue 25: the
-demo's pretrained-vs-random verdict flipped between two runs of one seed), so it cannot tell a modest
+Fine-tuning a small model on a few thousand sentences moves by several points between seeds (the
+demo's pretrained-vs-random verdict can flip between two runs of one seed), so it cannot tell a modest
 gain from pretraining from noise. A linear probe can: the encoder is frozen, its features are extracted
 once, and a multinomial logistic regression (L2, the regularization chosen by k-fold cross-validation on the
 training rows) is fitted to them -- a convex problem with one answer, so the only spread left is that of

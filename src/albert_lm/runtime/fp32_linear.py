@@ -1,7 +1,7 @@
 """Which library runs the fp32 linear layers on a CPU: torch's default GEMM (MKL) or oneDNN, picked by measuring.
 
 torch's fp32 ``F.linear`` on x86 goes to MKL's sgemm. On Intel CPUs that is as fast as any GEMM the
-machine has; on AMD CPUs MKL picks a slower code path (issue 24: MKL 195 vs OpenBLAS 430 GFLOP/s, 2-core
+machine has; on AMD CPUs MKL picks a slower code path (MKL 195 vs OpenBLAS 430 GFLOP/s on a 2-core
 AMD EPYC). torch also ships oneDNN, whose fp32 matmul does not key on the vendor, reachable for linear
 layers as ``torch.ops.mkldnn._linear_pointwise``. Neither is always the faster, so `choose_fp32_linear`
 times both on the layer shapes of ALBERT once per process (a fraction of a second), keeps torch unless

@@ -4,7 +4,7 @@ One resolver, `resolve_precision`, for pretraining and fine-tuning (the `Trainer
 pays off only on hardware with bf16 arithmetic: CUDA GPUs that support it natively (Ampere and later), and
 x86 CPUs with AVX-512 BF16 or AMX. Elsewhere PyTorch emulates it, and on a CPU the emulation costs far more
 than it saves: one albert-base training step (8 x 128) on an AMD EPYC without AVX-512 BF16 took 12.7 s in
-fp32 and 239 s under bf16 autocast (issue 17, measured with ``benchmarks/bench_model.py``), about
+fp32 and 239 s under bf16 autocast (measured with ``benchmarks/bench_model.py``), about
 `EMULATED_CPU_BF16_SLOWDOWN` times slower. So ``auto`` picks fp32 there, and an explicit ``bf16`` warns.
 
 The CPU's features come from torch's own CPU probe (``torch.cpu.get_capabilities()`` in recent releases,
@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 # CPU features that make bf16 matmuls native (x86: AVX-512 BF16 dot products, AMX tiles with bf16).
 NATIVE_CPU_BF16 = ("avx512_bf16", "amx_bf16")
-# issue 17, benchmarks/bench_model.py train-*-8x128 on albert-base, AMD EPYC without avx512_bf16:
+# benchmarks/bench_model.py train-*-8x128 on albert-base, AMD EPYC without avx512_bf16:
 # fp32 12.7 s per step, bf16 autocast 239 s (transformers: 16.1 s and 228 s) -> ~19x
 EMULATED_CPU_BF16_SLOWDOWN = 19
 CPUINFO = Path("/proc/cpuinfo")
@@ -73,7 +73,7 @@ def cpu_bf16_features() -> list[str]:
 def cpu_attention_by_gemms_pays() -> bool:
     """Whether attention under bf16 autocast on this CPU should run as bf16 GEMMs around an fp32 softmax
     rather than torch's flash kernel: where the CPU has no AMX. torch's CPU flash attention takes its fast
-    bf16 path only on AMX tiles (issue 24, `albert_lm.runtime.attention.cpu_attention`). Decided and logged once
+    bf16 path only on AMX tiles (`albert_lm.runtime.attention.cpu_attention`). Decided and logged once
     per process (the trainer asks at every step)."""
     pays = "amx_bf16" not in cpu_bf16_features()
     if pays:

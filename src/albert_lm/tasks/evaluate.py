@@ -136,7 +136,7 @@ class EvalResult:
 def require_examples(task: Task, split: str, examples: list[Example]) -> list[Example]:
     """``examples``, when there are any. An empty training split cannot train; an empty dev split
     trained every step and then failed on metrics that do not exist (a ``KeyError`` after the whole
-    run), and `albert evaluate` on one printed no metric with exit 0 (issue 22 item 5).
+    run), and `albert evaluate` on one printed no metric with exit 0.
 
     Raises:
         TaskDataError: naming the split's source (`Task.split_source`).

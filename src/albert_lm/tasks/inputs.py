@@ -84,7 +84,7 @@ def check_tokenizer(model_dir: str | Path, recorded: Any, tokenizer: Any) -> Non
     `tokenizer_record` in its task.json; None for a model written before it was recorded: not checked).
 
     Another vocabulary of the same size passes the vocabulary-size check of `load_model_tokenizer` and
-    gives every token another id: predictions are noise, with exit 0 (issue 22 item 3).
+    gives every token another id: predictions are noise, with exit 0.
 
     Raises:
         ModelDirError: naming the directory and both fingerprints.

@@ -1,7 +1,7 @@
 """The one sanity rule for a label set read from the user's data, and the short form of a long label list.
 
 A classification label set inferred from a training file (`albert_lm.tasks.custom`) is refused when it cannot
-be what the user meant, because training on it "works" and exits 0 (issue 22 item 3):
+be what the user meant, because training on it "works" and exits 0:
 
 * **numbers that are not classes**: every label is a number and some are not whole numbers (a regression
   target read as 600 classes): pass ``--regression``;

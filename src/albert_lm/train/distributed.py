@@ -98,9 +98,9 @@ def exit_process(rc: int) -> int:
     drop the last reference to a finished collective (the final checkpoint's ``gather_object`` /
     ``barrier``, whose tensors Python owns) while the interpreter finalizes; taking the GIL then ends the
     thread inside a C++ destructor: "terminate called without an active exception", SIGABRT, exit 1
-    after a finished run, and torchrun SIGTERMs the other ranks (4 of 66 two-rank smoke pretraining runs,
-    issue 22). With ``os._exit`` after the group is left there is no finalization to race with, so the
-    work that needs it is done here: the group left, every logging handler flushed and closed, stdout and
+    after a finished run, and torchrun SIGTERMs the other ranks (4 of 66 two-rank smoke pretraining runs).
+    With ``os._exit`` after the group is left there is no finalization to race with, so the work that
+    needs it is done here: the group left, every logging handler flushed and closed, stdout and
     stderr flushed. Nothing else in this package relies on atexit.
     """
     if not _joined:

@@ -153,7 +153,7 @@ def progress_bar(
     It counts what ends the run first, as far as that is known before it ends. ``by="steps"`` (a step
     schedule): optimizer steps from ``initial`` to ``total``, the time budget, when there is one, a field
     after them (``01:30 / 16:40:00 training time``); counting the budget showed "00:00 / 16:40:00" for a
-    run that ends at step 6400 in half an hour (issue 23). ``by="time"`` (the lr laid over training time):
+    run that ends at step 6400 in half an hour. ``by="time"`` (the lr laid over training time):
     whole seconds of training time from ``elapsed_s`` to ``time_budget_s``, the step and the step cap in
     front (``step 40 of 100000``); counting the cap showed "1000/100000 steps, 14 h remaining" for a
     10-minute run.

@@ -121,7 +121,7 @@ def cpu_attention_rule(device: torch.device, dtype: torch.dtype | None, setting:
 
 def linear_backend(device: torch.device, dtype: torch.dtype | None, config: TrainerConfig) -> str:
     """The library of the fp32 linear layers (`albert_lm.runtime.fp32_linear`): for fp32 on a CPU
-    ``config.fp32_linear`` (auto: measured once per process; torch's MKL GEMM is slow on AMD CPUs, issue 24),
+    ``config.fp32_linear`` (auto: measured once per process; torch's MKL GEMM is slow on AMD CPUs),
     else torch's. Not under torch.compile, which traces F.linear itself."""
     if dtype is None and device.type == "cpu" and not config.compile:
         return choose_fp32_linear(config.fp32_linear)
