@@ -79,7 +79,7 @@ def _local_checkpoint(checkpoint: str, revision: str | None) -> str:
 
 
 def _run_tf(args: argparse.Namespace) -> int:
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
     from albert_lm.convert.tf import convert_tf_checkpoint
     from albert_lm.model import HEADS
 

@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run_task(args: argparse.Namespace) -> int:
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
     from albert_lm.cli.finetune import task_class
     from albert_lm.finetune.rundir import load_finetuned
     from albert_lm.infer.predictor import Predictor

@@ -140,7 +140,7 @@ def _st_summary(report: dict[str, Any]) -> list[str]:
 def _run_sentence_transformers(args: argparse.Namespace) -> int:
     from_positional(args, "model", "--model", "MODEL_DIR")
     from_positional(args, "output", "--output", "OUT")
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
     from albert_lm.export.sentence_transformers import export_sentence_transformers
 
     with guard_output(args.output, {"--model": args.model}, args.overwrite):
@@ -158,7 +158,7 @@ def _run_sentence_transformers(args: argparse.Namespace) -> int:
 
 def _run_onnx(args: argparse.Namespace) -> int:
     from_positional(args, "model", "--model", "MODEL_DIR")
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
     from albert_lm.export.pipeline import export_model_dir
 
     try:

@@ -325,7 +325,8 @@ def load_predictor(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert_lm._io import atomic_write, check_overwrite_inputs, lock_output
+    from albert_lm._io import atomic_write
+    from albert_lm._locks import check_overwrite_inputs, lock_output
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     if args.batch_size < 1:

@@ -171,7 +171,7 @@ def _execution_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
     from albert_lm.cli.options import UsageError
     from albert_lm.data.pipeline import PrepareConfig, merge_parts, prepare
 

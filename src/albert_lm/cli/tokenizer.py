@@ -99,7 +99,7 @@ def _run_train(args: argparse.Namespace) -> int:
     else:
         symbols = tuple(s for s in args.user_defined_symbols.split(",") if s)
 
-    from albert_lm._io import guard_output
+    from albert_lm._locks import guard_output
 
     def progress(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)

@@ -14,14 +14,7 @@ lazily, so ``albert prepare`` and its worker processes never import torch.
 
 from typing import Any
 
-from albert_lm.data.documents import (
-    DataError,
-    Document,
-    ReadReport,
-    SentenceSplitter,
-    read_documents,
-    strip_wiki_markup,
-)
+from albert_lm.data.documents import DataError, Document, ReadReport, SentenceSplitter, read_documents
 from albert_lm.data.instances import InstanceConfig, create_instances_from_document, truncate_pair_randomly
 from albert_lm.data.masking import (
     MaskingConfig,
@@ -32,6 +25,7 @@ from albert_lm.data.masking import (
 from albert_lm.data.pipeline import PrepareConfig, merge_parts, prepare
 from albert_lm.data.shards import ShardReader, load_manifest, verify_shards
 from albert_lm.data.stats import compute_stats, format_stats
+from albert_lm.data.wiki_markup import strip_wiki_markup
 
 __all__ = [
     "IGNORE_INDEX",

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from albert_lm._io import atomic_write_text, json_text, lock_dir, output_path
+from albert_lm._io import atomic_write_text, json_text, output_path
+from albert_lm._locks import lock_dir
 from albert_lm.convert.card import write_finetune_cards
 from albert_lm.finetune.config import FinetuneConfig
 from albert_lm.finetune.resume import RUN_KEY, check_resume, run_identity
@@ -100,7 +101,7 @@ def finetune(
     Raises (before anything is read): `albert_lm.config.ConfigError` for a ``cfg`` that does not fit ``init``
     (`FinetuneConfig.validate`); `RunDirError` for a non-empty ``output_dir`` without ``resume`` (continue
     its run) or ``overwrite`` (replace it, never leaving old and new mixed: `rundir.replacing`);
-    `albert_lm._io.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
+    `albert_lm._locks.DirLockedError` while another process holds ``output_dir``'s lock. ``resume`` of a run
     stopped before its first checkpoint starts it over (`rundir.check_output_dir`).
     """
     from albert_lm.runtime.allocator import keep_freed_memory

@@ -25,16 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from albert_lm._io import (
-    LOCK_FILE,
     TMP_PREFIX,
     NotTextError,
     atomic_write_json,
-    check_overwrite_inputs,
     fsync_dir,
     read_utf8,
     recover_dir,
     recover_dirs_in,
 )
+from albert_lm._locks import LOCK_FILE, check_overwrite_inputs
 from albert_lm.finetune.config import FinetuneOptions
 from albert_lm.tasks.base import REPORT_FILE, ModelDirError, Task
 from albert_lm.tasks.inputs import check_tokenizer, load_model_tokenizer, read_model_config
@@ -303,7 +302,7 @@ def replacing(path: str | Path, enabled: bool = True) -> Iterator[Path]:
     back. A process killed outright leaves the new, partial run at ``path`` and the old one whole in the
     sibling. (Building the new run in a temporary directory and swapping at the end instead would leave
     the temporary's path in every checkpoint and report, and a killed run where ``--resume`` cannot find
-    it.) The lock file of this run (`albert_lm._io.lock_dir`) moves into the new directory: a rename keeps
+    it.) The lock file of this run (`albert_lm._locks.lock_dir`) moves into the new directory: a rename keeps
     the lock held.
 
     ``enabled`` False, or no old content: the body simply writes ``path``.

@@ -18,7 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from albert_lm._io import IGNORE_INDEX, atomic_write_dir, lock_dir
+from albert_lm._io import IGNORE_INDEX, atomic_write_dir
+from albert_lm._locks import lock_dir
 from albert_lm.config import ConfigError
 from albert_lm.convert.card import write_pretrain_card
 from albert_lm.model import AlbertForPreTraining

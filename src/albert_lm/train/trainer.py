@@ -81,7 +81,7 @@ from albert_lm.runtime.precision import resolve_precision
 from albert_lm.train import checkpoint as ckpt_io
 from albert_lm.train.batches import Batch, Epochs, batch_tokens, to_device
 from albert_lm.train.config import TrainerConfig
-from albert_lm.train.distributed import DistInfo, all_reduce_sum, barrier, stop_on_signals
+from albert_lm.train.distributed import DistInfo, all_reduce_sum, stop_on_signals
 from albert_lm.train.early_stopping import early_stop, stop_message
 from albert_lm.train.metrics import (
     METRICS_FILE,
@@ -97,11 +97,12 @@ from albert_lm.train.metrics import (
     step_of,
     train_record,
 )
-from albert_lm.train.parallelize import PRECISION_DTYPES, autocast, resumed_run, step_backends, wrap_model
+from albert_lm.train.parallelize import PRECISION_DTYPES, autocast, step_backends, wrap_model
 from albert_lm.train.result import TrainResult
 from albert_lm.train.rollback import SpikeRollback, TrainingDiverged, stop_diverged
 from albert_lm.train.settings import OptimSettings, ScheduleSettings
 from albert_lm.train.threads import thread_tuner
+from albert_lm.train.trainer_checkpoints import TrainerCheckpoints
 
 __all__ = [
     "Trainer",
@@ -115,9 +116,6 @@ logger = logging.getLogger(__name__)
 
 MetricsFn = Callable[[Batch, Mapping[str, Any]], Mapping[str, Any]]  # values: Tensor | (Tensor, Tensor)
 EvalFn = Callable[[nn.Module], Mapping[str, float]]
-
-# The loop counters a checkpoint saves and a resume restores (trainer_state.json, with the data position).
-LOOP_STATE = ("step", "tokens", "elapsed_s", "bad_steps")
 
 
 @dataclass
@@ -140,7 +138,7 @@ def _loss_of(out: Any, model: nn.Module) -> Tensor:
     return loss
 
 
-class Trainer:
+class Trainer(TrainerCheckpoints):
     """The training loop; see the module docstring for the contract."""
 
     def __init__(
@@ -488,99 +486,6 @@ class Trainer:
         return self._stop_signal
 
     # ------------------------------------------------------------------------------------------ checkpoints
-    def _trainer_state(self) -> dict[str, Any]:
-        return {
-            **{key: getattr(self, key) for key in LOOP_STATE},
-            "best_value": self.best.value,
-            "best_step": self.best.step,
-            "epoch": self.data.epoch,
-            "batch_in_epoch": self.data.batch_in_epoch,
-            "batches_read": self.data.consumed,
-            "rollbacks": self.rollback.events if self.rollback is not None else [],
-            "best_metric": self.config.best_metric,
-            "eval_history": self.eval_history,
-            "world_size": self.dist.world_size,
-            "grad_accum_steps": self.config.grad_accum_steps,
-            "fp32_linear": self.fp32_linear,
-        }
-
-    def save(self) -> Path:
-        """Write a step checkpoint now (collective: call on every rank); returns its path."""
-        rank_state = {
-            "rng": ckpt_io.rng_state(),
-            "data": self.data.state_dict(),
-            "window": self._train_window.state_dict(),
-            "last_lr": self._last_lr,
-        }
-        self.last_checkpoint = ckpt_io.save_training(
-            self._require_run_dir("save") / "checkpoints",
-            self.step,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.scaler,
-            trainer_state=self._trainer_state(),
-            rank_state=rank_state,
-            dist=self.dist,
-            keep_last=self.config.keep_last,
-            on_save=self.on_save,
-        )
-        self._saved_at_s = self._training_s
-        return self.last_checkpoint
-
-    def _save_best(self, metrics: dict[str, float]) -> None:
-        root = self._require_run_dir("save") / "checkpoints"
-        if self.dist.is_main:
-            state = {"step": self.step, "metrics": metrics, "best_metric": self.config.best_metric}
-            ckpt_io.write_checkpoint(
-                root, ckpt_io.BEST_NAME, model=self.model, trainer_state=state, on_save=self.on_save
-            )
-            logger.info("new best %s = %.5g at step %d", self.best.name, self.best.value, self.step)
-        barrier(self.dist)
-
-    def _resume(self, where: Path) -> None:
-        path = ckpt_io.latest_checkpoint(where)
-        state = self.restore(path)
-        self.fp32_linear = resumed_run(state, path, self.config, self.fp32_linear, self.device, self.dtype)
-        if self.rollback is not None:
-            self.rollback.resumed(self.step, state)
-        logger.info(
-            "resumed from %s at step %d (epoch %d, %d tokens)", path, self.step, self.data.epoch, self.tokens
-        )
-
-    def restore(self, path: Path, rollback: bool = False) -> dict[str, Any]:
-        """Load the step checkpoint ``path``: model, optimizer, schedule, scaler, RNG and loop state (the
-        lines of metrics.jsonl after it go); a ``rollback`` keeps the data position and the clock going
-        (`albert_lm.train.rollback`). Returns its trainer state."""
-        state, mine = ckpt_io.load_training(
-            path,
-            model=self.model,
-            optimizer=self.optimizer,
-            scheduler=self.scheduler,
-            scaler=self.scaler,
-            rank=self.dist.rank,
-            world_size=self.dist.world_size,  # a different number of ranks is refused
-        )
-        clock = self.elapsed_s
-        for key in LOOP_STATE:
-            setattr(self, key, state[key])
-        if rollback:
-            self.elapsed_s = clock
-        else:
-            self.data.restore(state["epoch"], state["batch_in_epoch"], mine.get("data"))
-            self.data.consumed = state.get("batches_read", self.step * self.config.grad_accum_steps)
-        self._training_s = self._saved_at_s = self.elapsed_s
-        self.best.value, self.best.step = state["best_value"], state["best_step"]
-        self.eval_history = list(state.get("eval_history", []))
-        self._train_window.load_state_dict(mine.get("window", {}), self.device)
-        self._last_lr = mine.get("last_lr", float("nan"))
-        ckpt_io.set_rng_state(mine["rng"])
-        self.last_checkpoint = path
-        self.metrics_log.truncate(self.step)  # lines written after this checkpoint (interrupted or abandoned)
-        if self._bar is not None and self._bar.unit == "step":
-            self._bar.n = self.step
-        return state
-
     def _result(self, stop_reason: str) -> TrainResult:
         best_path = None
         if self.run_dir is not None and (self.run_dir / "checkpoints" / ckpt_io.BEST_NAME).exists():

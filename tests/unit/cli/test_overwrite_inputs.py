@@ -1,5 +1,5 @@
 """`--overwrite` never deletes a command's own input: an output that is, contains or lies inside an input is
-refused before anything is written (`albert_lm._io.check_overwrite_inputs`, the one check, fine-tuning's
+refused before anything is written (`albert_lm._locks.check_overwrite_inputs`, the one check, fine-tuning's
 ``--init`` included)."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def _one_line(capsys) -> str:
 
 
 def test_the_relations(tmp_path):
-    from albert_lm._io import OutputOverlapError, check_overwrite_inputs
+    from albert_lm._locks import OutputOverlapError, check_overwrite_inputs
 
     d = tmp_path / "d"
     check_overwrite_inputs(tmp_path / "other", {"--input": [d / "a.txt"], "--model": None})

@@ -9,13 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from albert_lm.data.documents import (
-    DataError,
-    ReadReport,
-    SentenceSplitter,
-    read_documents,
-    strip_wiki_markup,
-)
+from albert_lm.data.documents import DataError, ReadReport, SentenceSplitter, read_documents
+from albert_lm.data.wiki_markup import strip_wiki_markup
 from conftest import data_path
 
 

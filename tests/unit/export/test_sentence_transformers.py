@@ -245,7 +245,7 @@ def test_bad_inputs_are_one_line_errors(tmp_path: Path, spm_model_dir: Path, cap
     # an output in the way: untouched without --overwrite
     assert "--overwrite" in _fails([str(spm_model_dir), str(tmp_path / "notes")], capsys)
     assert [p.name for p in (tmp_path / "notes").iterdir()] == ["a.txt"]
-    # the model directory itself is never an output (albert_lm._io.check_overwrite_inputs)
+    # the model directory itself is never an output (albert_lm._locks.check_overwrite_inputs)
     before = sorted(p.name for p in spm_model_dir.iterdir())
     assert "the output is --model" in _fails([str(spm_model_dir), str(spm_model_dir), "--overwrite"], capsys)
     assert sorted(p.name for p in spm_model_dir.iterdir()) == before

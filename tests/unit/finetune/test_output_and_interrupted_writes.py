@@ -276,7 +276,7 @@ def test_a_second_run_into_a_locked_output_is_one_line_naming_the_holder(
     finally:
         holder.send_signal(signal.SIGKILL)  # a crash: the kernel releases the flock
         holder.wait(timeout=30)
-    from albert_lm._io import lock_dir
+    from albert_lm._locks import lock_dir
 
     with lock_dir(out):  # free again, although the dead holder's file is still there
         assert (out / LOCK_FILE).read_text() == f"{os.getpid()}\n"
@@ -289,7 +289,7 @@ def test_resume_of_a_run_killed_before_its_first_checkpoint_starts_it_over(
 ) -> None:
     """What a fine-tune killed in its first minutes leaves (no step checkpoint yet, by default the first
     10 minutes): --resume used to refuse ("no complete checkpoint"), as did a plain rerun."""
-    from albert_lm._io import LOCK_FILE
+    from albert_lm._locks import LOCK_FILE
 
     run = tmp_path / "run"
     (run / "checkpoints" / f".tmp-part-step-00000002.{2**22 + 7}").mkdir(parents=True)

@@ -16,7 +16,7 @@ SRC = Path(__file__).resolve().parents[3] / "src" / "albert_lm"
 
 # Lower layers first; a module may import only from its own layer or the layers before it.
 LAYERS: list[list[str]] = [
-    ["_io", "_fields", "_text", "_proc", "_hub", "_tables"],
+    ["_io", "_fields", "_text", "_proc", "_hub", "_tables", "_locks"],
     ["config"],
     ["runtime"],
     ["tokenizer"],

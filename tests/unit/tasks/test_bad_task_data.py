@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from standin_tokenizer import make_tiny_model_dir
 
-from albert_lm._io import OutputOverlapError
+from albert_lm._locks import OutputOverlapError
 from albert_lm.cli.main import main
 from albert_lm.config import AlbertConfig, ConfigError
 from albert_lm.finetune.config import FinetuneConfig, FinetuneConfigError
