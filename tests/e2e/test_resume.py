@@ -78,7 +78,7 @@ def pretrain_args(data: Path, run_dir: Path) -> list[str]:
         # the straight and the killed run are two processes: auto would measure the fp32 linear library in
         # each and could pick two (bit-different) ones on a loaded machine; a resume keeps its checkpoint's
         "--set", "run.fp32_linear=torch",
-        "--model.overrides", '{"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}',
+        "--overrides", '{"hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}',
     ]  # fmt: skip
 
 

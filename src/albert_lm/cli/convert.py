@@ -37,7 +37,9 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--output", "-o", required=True, metavar="MODEL_DIR", help="model directory to write")
     p.add_argument(
+        "--model-config",
         "--config",
+        dest="config",
         metavar="JSON",
         help="albert_config.json (released, albert_zh or Hugging Face); default: the one next to the checkpoint",
     )
@@ -84,7 +86,7 @@ def _run_tf(args: argparse.Namespace) -> int:
     from albert_lm.model import HEADS
 
     start = time.perf_counter()
-    inputs = {"CHECKPOINT": args.checkpoint, "--config": args.config, "--tokenizer": args.tokenizer}
+    inputs = {"CHECKPOINT": args.checkpoint, "--model-config": args.config, "--tokenizer": args.tokenizer}
     with guard_output(args.output, inputs, args.overwrite):
         report = convert_tf_checkpoint(
             _local_checkpoint(args.checkpoint, args.revision),

@@ -50,15 +50,21 @@ fails). Hyperparameters are checked
 before any data is read: `albert finetune: error: --flag: reason[; --flag: reason]`, exit 1."""
 
 
-def add_config_flags(parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",)) -> None:
-    """One flag per flat name of `FinetuneConfig` (``--learning-rate`` -> ``optim.learning_rate``), helped by the
-    field's docstring; a flag not given keeps the preset."""
-    from albert_lm.finetune.config import FLAT_NAMES, SECTIONS
+def add_config_flags(
+    parser: argparse.ArgumentParser, exclude: tuple[str, ...] = ("output",), task: Any = None
+) -> None:
+    """One flag per field of `FinetuneConfig` (``--learning-rate`` sets ``optim.learning_rate``), helped by
+    the field's docstring and, with ``task`` (a task class), the value its preset gives it; a flag not given
+    keeps the preset."""
+    from albert_lm.finetune.config import FLAT_NAMES, SECTIONS, FinetuneConfig
 
-    group = parser.add_argument_group(
-        "settings (default: the task's preset; --set SECTION.FIELD=VALUE for all)"
-    )
-    add_flat_flags(group, {k: v for k, v in FLAT_NAMES.items() if k not in exclude}, SECTIONS)
+    preset, note = task.cli_preset() if task is not None else ({}, "")
+    cfg = FinetuneConfig(**preset)
+    names = {k: v for k, v in FLAT_NAMES.items() if k not in exclude}
+    title = "settings (default: the task's preset" + (f", {note}" if note else "") + ")"
+    group = parser.add_argument_group(title, "--set SECTION.FIELD=VALUE sets any of them too")
+    shown = {k: getattr(cfg, k) for k in names} if task is not None else None
+    add_flat_flags(group, names, SECTIONS, defaults=shown)
 
 
 def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
@@ -123,7 +129,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         cls.cli_arguments(p, "finetune")
         add_config_arguments(p)
-        add_config_flags(p)
+        add_config_flags(p, task=cls)
         r = p.add_argument_group("run")
         r.add_argument("--train-limit", type=int, help="use only the first N training examples (smoke runs)")
         r.add_argument(

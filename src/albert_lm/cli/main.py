@@ -20,7 +20,7 @@ import sys
 import traceback
 
 from albert_lm.cli.hub_ids import add_revision_flags, resolve_hub_ids
-from albert_lm.cli.options import DEPRECATIONS, RUN, UsageError, mark_deprecated, runs
+from albert_lm.cli.options import DEPRECATIONS, RUN, HelpFormatter, UsageError, mark_deprecated, runs
 
 # name -> module. A plain table: adding a command is adding a line here.
 COMMANDS: dict[str, str] = {
@@ -66,7 +66,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
             name,
             help=module.HELP,
             description=getattr(module, "DESCRIPTION", module.HELP),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         if name == command:
             module.add_arguments(p)

@@ -9,6 +9,7 @@ The one mechanism behind ``albert pretrain``'s ``--optim.learning_rate`` flags a
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import logging
 from typing import Any
@@ -97,6 +98,7 @@ def add_flat_flags(
     *,
     old: dict[str, tuple[str, ...]] | None = None,
     required: tuple[str, ...] = (),
+    defaults: dict[str, Any] | None = None,
 ) -> None:
     """One dashed flag per entry of ``flags`` (``{"learning_rate": "optim.learning_rate"}`` -> ``--learning-rate``),
     typed by the field it sets and helped by its docstring; `flat_values` reads them back by section.
@@ -105,6 +107,8 @@ def add_flat_flags(
         sections: section name -> its dataclass.
         old: flag name -> older spellings kept as second option strings (deprecated by `mark_deprecated`).
         required: flag names argparse requires.
+        defaults: flag name -> the value the help shows as its default (the flag itself still sets nothing
+            when not given: the default is applied where the configuration is resolved).
     """
     for name, target in flags.items():
         section, _, attr = target.partition(".")
@@ -116,6 +120,8 @@ def add_flat_flags(
         help_text = (field_docs(cls).get(attr) or attr.replace("_", " ")).replace(
             "%", "%%"
         )  # argparse formats it
+        if defaults is not None and name in defaults:
+            help_text += f" (default: {'null' if defaults[name] is None else defaults[name]})"
         if base is bool and not optional:
             parser.add_argument(*spellings, dest=dest, action=argparse.BooleanOptionalAction,
                                 default=argparse.SUPPRESS, help=help_text)  # fmt: skip
@@ -123,7 +129,7 @@ def add_flat_flags(
         parser.add_argument(
             *spellings,
             dest=dest,
-            type=_converter(tp, spellings[0]),
+            type=_converter(tp, spellings[0], scalar=True),  # VALUE reads as in --set and --config
             default=argparse.SUPPRESS,
             required=name in required,
             metavar=base.__name__.upper() if base in (int, float) else name.upper(),
@@ -172,6 +178,8 @@ def given_values(args: argparse.Namespace, cls: type, *, prefix: str = "") -> di
 
 # old spelling -> the convention's; `albert_lm.cli.main` marks every parser's old spellings with `deprecate`
 OLD_SPELLINGS: dict[str, str] = {
+    "--config": "--model-config",  # convert tf: a model's config, not a settings file (pretrain / finetune)
+    "--task": "--sentence-task",  # prepare: sop | nsp, not a GLUE task
     "--init": "--model",
     "--run-dir": "--output",
     "--train-file": "--train",
@@ -189,9 +197,14 @@ def mark_deprecated(parser: argparse.ArgumentParser) -> None:
             for sub in dict.fromkeys(action.choices.values()):
                 mark_deprecated(sub)
             continue
-        old = [s for s in action.option_strings if s in OLD_SPELLINGS]
+        # an old spelling is deprecated where it is a second spelling of the new one (a `--config FILE` of
+        # settings is not convert's old `--config JSON`)
+        old = [s for s in action.option_strings if OLD_SPELLINGS.get(s) in action.option_strings]
         if old and not hasattr(action, "deprecated"):
             deprecate(action, *old)
+        if "--output" in action.option_strings and "-o" not in parser._option_string_actions:
+            action.option_strings.append("-o")  # -o is --output in every command that writes one
+            parser._option_string_actions["-o"] = action
 
 
 RUN = "_run"  # the namespace attribute holding the function that runs the (sub)command given
@@ -241,6 +254,19 @@ def deprecate(action: argparse.Action, *old: str) -> argparse.Action:
     action.__class__ = Deprecated
     action.deprecated = old  # type: ignore[attr-defined]  # read by the convention test
     return action
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """The commands' help: a flag's deprecated spellings (`deprecate`) work but are not shown."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        old = getattr(action, "deprecated", ())
+        if not old or not action.option_strings:
+            return super()._format_action_invocation(action)
+        shown = copy.copy(action)
+        hidden = {*old, *("--no-" + o.removeprefix("--") for o in old)}  # BooleanOptionalAction's --no-X too
+        shown.option_strings = [o for o in action.option_strings if o not in hidden]
+        return super()._format_action_invocation(shown)
 
 
 def warn_deprecated(old: str, new: str) -> None:

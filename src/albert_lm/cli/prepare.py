@@ -112,7 +112,9 @@ def _instance_arguments(p: argparse.ArgumentParser, d: PrepareConfig) -> None:
         help="draw the short target per instance (default) or once per document as the original",
     )  # fmt: skip
     inst.add_argument(
+        "--sentence-task",
         "--task",
+        dest="task",
         choices=["sop", "nsp"],
         default=d.task,
         help="sentence-order (ALBERT) or next-sentence (BERT)",

@@ -14,7 +14,7 @@ original run_pretraining.py. The configuration is a recipe, then a config file, 
 --print-config shows the result.
 
   albert pretrain --recipe smoke --data-dir data/pretrain --output runs/smoke
-  albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --run.micro_batch_size 64 --run.precision bf16
+  albert pretrain --recipe albert-base --data-dir D --eval-data-dir E --micro-batch-size 64 --precision bf16
   albert pretrain --config run.yaml --set optim.learning_rate=1e-3 --print-config   # YAML, readable by --config
   albert pretrain --resume runs/smoke                      # continue exactly where it stopped
   albert pretrain --recipe smoke --data-dir data/pretrain --output runs/smoke --overwrite   # start it over
@@ -35,24 +35,36 @@ before its first checkpoint starts over from step 0). A RUN_DIR that is not empt
 finished, and put back if it fails). Recipes: {recipes}.
 """
 
-# The flat flags of pretraining's own sections (docs/cli.md), besides the shared settings' flags
-# (albert_lm.train.settings.SHARED_FLAGS: --output, --learning-rate, --seed, ...); every field also has its
-# --section.field flag. A second spelling is the old one, deprecated.
-FLAGS: dict[str, str] = {
-    "model": "model.init_from",
-    "data_dir": "data.data_dir",
-    "eval_data_dir": "data.eval_data_dir",
-    "tokenizer": "data.tokenizer",
-    "preset": "model.preset",
-    "max_seq_length": "data.max_seq_length",
-}
+# The flags: one per field of every section, spelled as the field (`albert_lm.train.settings.flag_names`:
+# --learning-rate sets optim.learning_rate, --data-dir data.data_dir), and --model for model.init_from (the
+# model input, as in every command). A second spelling is an old one, deprecated: --section.field (the config
+# file's spelling, which --set keeps), --run-dir and --init.
 OLD: dict[str, tuple[str, ...]] = {"output": ("--run-dir",), "model": ("--init",)}
 
 
+def flags() -> dict[str, str]:
+    """``{flag name: section.field}`` of `albert pretrain`."""
+    from albert_lm.pretrain.config import SECTIONS
+    from albert_lm.train.settings import flag_names
+
+    return {"model": "model.init_from", **flag_names(SECTIONS, exclude=("init_from",))}
+
+
+def old_spellings() -> dict[str, tuple[str, ...]]:
+    """Each flag's deprecated spellings: the dotted ``--section.field`` (and the field's old name's)."""
+    from albert_lm.train.settings import RENAMED_FIELDS
+
+    old_names = {new: old for old, new in RENAMED_FIELDS.items()}
+    out: dict[str, tuple[str, ...]] = {}
+    for name, target in flags().items():
+        dotted = [f"--{target}"] + ([f"--{old_names[target]}"] if target in old_names else [])
+        out[name] = (*OLD.get(name, ()), *dotted)
+    return out
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from albert_lm.cli.options import add_config_arguments, add_dataclass_flags, add_flat_flags
+    from albert_lm.cli.options import add_config_arguments, add_flat_flags, deprecate
     from albert_lm.pretrain.config import RECIPES, SECTIONS
-    from albert_lm.train.settings import SHARED_FLAGS
 
     p.description = DESCRIPTION.format(recipes=", ".join(RECIPES))
     p.add_argument("--recipe", help=f"start from a recipe: {', '.join(RECIPES)}")
@@ -71,17 +83,20 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="replace the run in a non-empty run directory (kept until the new run has finished; without "
         "this flag or --resume, a non-empty run directory is an error)",
     )
-    add_flat_flags(p, {**FLAGS, **SHARED_FLAGS}, SECTIONS, old=OLD)
-    for section, cls in SECTIONS.items():  # --optim.learning_rate, --run.precision, ...: one flag per field
-        add_dataclass_flags(p.add_argument_group(f"{section} options"), cls, prefix=section, style="dotted")
+    old = old_spellings()
+    add_flat_flags(p, flags(), SECTIONS, old=old)
+    for action in p._actions:
+        dotted = [o for o in action.option_strings if "." in o or o in ("--run-dir", "--init")]
+        if dotted:
+            deprecate(action, *dotted)
 
 
 def resolve(args: argparse.Namespace) -> Any:
     """The PretrainConfig described by recipe / config file / resume dir / flags."""
     from pathlib import Path
 
-    from albert_lm.cli.options import flat_values, given_values
-    from albert_lm.pretrain.config import SECTIONS, PretrainConfig, apply_dict, recipe
+    from albert_lm.cli.options import flat_values
+    from albert_lm.pretrain.config import PretrainConfig, apply_dict, recipe
     from albert_lm.train.settings import load_config_file, parse_assignments
 
     cfg = recipe(args.recipe) if args.recipe else PretrainConfig()
@@ -91,9 +106,7 @@ def resolve(args: argparse.Namespace) -> Any:
             cfg = apply_dict(cfg, load_config_file(saved), str(saved))
     if args.config:
         cfg = apply_dict(cfg, load_config_file(args.config), args.config)
-    flags = flat_values(args)  # these first: --section.field wins over them
-    for section, cls in SECTIONS.items():
-        flags.setdefault(section, {}).update(given_values(args, cls, prefix=section))
+    flags = flat_values(args)
     if isinstance(args.resume, str):
         flags.setdefault("run", {})["output"] = args.resume
     cfg = apply_dict(cfg, flags, "flags")

@@ -184,6 +184,12 @@ class Task(abc.ABC):
         raise NotImplementedError(f"{cls.__name__} has no command")
 
     @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        """The preset ``albert finetune TASK --help`` shows as the flags' defaults, and a note on when it
+        differs (GLUE: by --task); by default none."""
+        return {}, ""
+
+    @classmethod
     def cli_summary(cls, args: Any) -> dict[str, Any] | None:
         """`albert evaluate`'s answer without evaluating a model (GLUE: ``--task all``), or None."""
         return None

@@ -435,6 +435,10 @@ class CustomTask(ClassificationTask):
         metrics = tuple(args.metrics.split(",")) if args.metrics else None
         return CustomTask(data, metrics), CUSTOM_PRESET
 
+    @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        return CUSTOM_PRESET, ""
+
 
 # Defaults for your own data: BERT's recommended fine-tuning range (lr 2e-5, batch 32, 3 epochs), warmup
 # 10% of the steps, sequences up to 128 tokens (most single sentences and pairs fit).

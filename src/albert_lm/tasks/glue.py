@@ -376,6 +376,12 @@ class GlueTask(ClassificationTask):
         return GlueTask(spec, args.data_dir), spec.preset
 
     @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        return SPECS[
+            "mnli"
+        ].preset, "MNLI's; each --task has the original's own values (--print-config shows them)"
+
+    @classmethod
     def cli_summary(cls, args: Any) -> dict[str, Any] | None:
         """`albert evaluate glue --task all --model RUNS`: the GLUE average of finished runs (no re-evaluation)."""
         if str(args.task).lower() != "all":

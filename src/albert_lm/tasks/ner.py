@@ -507,3 +507,7 @@ class TokenClassificationTask(Task):
             tags_column=getattr(args, "tags_column", "tags"),
         )
         return task, NER_PRESET
+
+    @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        return NER_PRESET, ""

@@ -416,3 +416,7 @@ class MultipleChoiceTask(Task):
         return MultipleChoiceTask(
             data, name="race" if args.data_dir is not None else "multiple_choice"
         ), RACE_PRESET
+
+    @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        return RACE_PRESET, ""

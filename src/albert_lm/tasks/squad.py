@@ -453,6 +453,10 @@ class SquadTask(Task):
         task.chosen_threshold = info.get("null_threshold")
         return task, PRESETS[version]
 
+    @classmethod
+    def cli_preset(cls) -> tuple[Mapping[str, Any], str]:
+        return PRESETS["1.1"], "SQuAD 1.1's; --version 2.0 has its own (--print-config shows them)"
+
 
 def _as_squad_example(ex: Any) -> SquadExample:
     question, context = ex.texts[0], ex.texts[1]

@@ -221,40 +221,31 @@ class RunSettings:
         return out + [(f"{section}.report_to", p) for p in bad + missing]
 
 
-# The flat flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md):
-# flag name (dashes for underscores) -> section.field. `albert pretrain` also has --section.field for
-# every field (its config file's spelling).
-SHARED_FLAGS: dict[str, str] = {
-    "output": "run.output",
-    "learning_rate": "optim.learning_rate",
-    "optimizer": "optim.optimizer",
-    "weight_decay": "optim.weight_decay",
-    "adam_epsilon": "optim.adam_epsilon",
-    "max_grad_norm": "optim.max_grad_norm",
-    "head_lr_scale": "optim.head_lr_scale",
-    "train_steps": "schedule.train_steps",
-    "warmup_steps": "schedule.warmup_steps",
-    "warmup_fraction": "schedule.warmup_fraction",
-    "seed": "run.seed",
-    "precision": "run.precision",
-    "device": "run.device",
-    "fp32_linear": "run.fp32_linear",
-    "cpu_attention": "run.cpu_attention",
-    "threads": "run.threads",
-    "eval_every": "run.eval_every",
-    "eval_batch_size": "run.eval_batch_size",
-    "max_time_minutes": "run.max_time_minutes",
-    "save_every": "run.save_every",
-    "save_every_minutes": "run.save_every_minutes",
-    "progress": "run.progress",
-    "micro_batch_size": "run.micro_batch_size",
-    "layer_lr_decay": "optim.layer_lr_decay",
-    "lr_scheduler_type": "schedule.lr_scheduler_type",
-    "min_lr_rate": "schedule.min_lr_rate",
-    "early_stopping_patience": "run.early_stopping_patience",
-    "early_stopping_threshold": "run.early_stopping_threshold",
-    "report_to": "run.report_to",
-}
+def flag_names(sections: Mapping[str, type], exclude: Sequence[str] = ()) -> dict[str, str]:
+    """``{field name: "section.field"}`` of every field of ``sections``: a flag is its field's name
+    (``--learning-rate`` sets ``optim.learning_rate``), so a field name is used in one section only.
+
+    Raises:
+        ValueError: a field name in two sections (it could not be its flag in both).
+    """
+    out: dict[str, str] = {}
+    for section, cls in sections.items():
+        for f in fields(cls):
+            if f.name in exclude:
+                continue
+            if f.name in out:
+                raise ValueError(
+                    f"field {f.name!r} is in {out[f.name].split('.')[0]} and {section}: one flag each"
+                )
+            out[f.name] = f"{section}.{f.name}"
+    return out
+
+
+# The flags of the settings, the same in `albert pretrain` and `albert finetune` (docs/cli.md): one per field
+# of the shared sections, spelled as the field (dashes for underscores).
+SHARED_FLAGS: dict[str, str] = flag_names(
+    {"optim": OptimSettings, "schedule": ScheduleSettings, "run": RunSettings}
+)
 
 
 # Fields renamed to their flag's name: the old names still read (config files, --set, the run_config.json of

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 
@@ -149,23 +150,33 @@ def test_resume_dir_supplies_the_saved_config(tmp_path):
     assert cfg.optim.learning_rate == 0.123 and cfg.run.log_every == 3 and cfg.run.output == str(tmp_path)
 
 
-def test_dotted_flags_read_values_as_set_does():
-    """--section.field VALUE reads VALUE as --set and the YAML file do; bool flags take an optional value."""
-    cfg = resolve(["--run.compile", "false", "--run.progress", "no", "--run.device", "null",
-                   "--run.max_steps", "null", "--run.output", "123", "--model.overrides", '{"hidden_size": 64}'])  # fmt: skip
+def test_one_flag_per_field_reads_values_as_set_does():
+    """A flag is its field (--max-steps is run.max_steps); VALUE reads as --set and the YAML file read it
+    (``null``, JSON for a mapping); a bool field is --x / --no-x; the dotted --section.field spelling is the
+    same flag, deprecated; --set, the long form, comes after the flags."""
+    cfg = resolve(["--no-compile", "--no-progress", "--device", "null",
+                   "--max-steps", "null", "--output", "123", "--overrides", '{"hidden_size": 64}'])  # fmt: skip
     assert cfg.run.compile is False and cfg.run.progress is False
     assert cfg.run.device is None and cfg.run.max_steps is None
     assert cfg.run.output == "123" and cfg.model.overrides == {"hidden_size": 64}
-    assert resolve(["--run.activation_checkpointing", "--data-dir", "D"]).run.activation_checkpointing is True
-    # the long spelling wins over the alias, whatever the order on the command line
-    assert resolve(["--data.data_dir", "long", "--data-dir", "short"]).data.data_dir == "long"
+    assert resolve(["--activation-checkpointing", "--data-dir", "D"]).run.activation_checkpointing is True
+    assert resolve(["--data.data_dir", "old", "--recipe", "smoke"]).data.data_dir == "old"  # deprecated alias
+    assert resolve(["--learning-rate", "0.1", "--set", "optim.learning_rate=0.2"]).optim.learning_rate == 0.2
+    p = argparse.ArgumentParser()
+    from albert_lm.cli import pretrain
+    from albert_lm.pretrain.config import SECTIONS
+
+    pretrain.add_arguments(p)
+    fields = {f"{s}.{f.name}" for s, c in SECTIONS.items() for f in dataclasses.fields(c)}
+    dests = [a.dest.removeprefix("flag:") for a in p._actions if a.dest.startswith("flag:")]
+    assert sorted(dests) == sorted(fields)  # every setting exactly one flag
 
 
 def test_bad_flag_values_and_field_help(capsys):
     with pytest.raises(SystemExit) as e:
         parse(["--optim.learning_rate", "fast"])
     assert e.value.code == 2
-    assert "--optim.learning_rate: expected a number" in capsys.readouterr().err
+    assert "--learning-rate/--optim.learning_rate/--optim.lr: expected a number" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         parse(["--optim.learning_rate", "inf"])  # a learning rate of inf trains a model of NaNs
     assert "finite" in capsys.readouterr().err

@@ -376,3 +376,22 @@ def test_file_and_function_sizes(limit: int) -> None:
                     long_funcs.append(f"{p.relative_to(SRC)}:{node.lineno} {node.name}: {size}")
     assert not long_files, f"files over {limit} lines: {long_files}"
     assert not long_funcs, f"functions over 80 lines: {long_funcs}"
+
+
+def _doc_rows(heading: str) -> list[list[str]]:
+    """The rows of the first table under ``## heading`` in docs/architecture.md, cells stripped."""
+    text = (SRC.parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")]
+    return [[c.strip() for c in r.strip("|").split("|")] for r in rows[2:]]  # header and rule skipped
+
+
+def test_the_doc_renders_the_layer_table() -> None:
+    rows = _doc_rows("Layers")
+    assert [int(r[0]) for r in rows] == list(range(len(LAYERS)))
+    assert [[m.strip("`") for m in r[1].split(", ")] for r in rows] == LAYERS
+
+
+def test_the_doc_renders_the_forbidden_pairs() -> None:
+    rows = _doc_rows("Forbidden pairs")
+    assert [(r[0].strip("`"), r[1].strip("`"), r[2]) for r in rows] == FORBIDDEN

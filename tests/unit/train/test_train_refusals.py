@@ -198,7 +198,10 @@ def test_pretrain_flag_lr_inf_is_refused(capsys):
     with pytest.raises(SystemExit) as exited:
         main(["pretrain", "--recipe", "smoke", "--optim.learning_rate", "inf", "--print-config"])
     assert exited.value.code == 2
-    assert "--optim.learning_rate: must be a finite number, got inf" in capsys.readouterr().err
+    assert (
+        "--learning-rate/--optim.learning_rate/--optim.lr: must be a finite number, got inf"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_checkpoint_with_nan_weights_is_never_written(tmp_path):
