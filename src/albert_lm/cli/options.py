@@ -203,7 +203,10 @@ def mark_deprecated(parser: argparse.ArgumentParser) -> None:
         if old and not hasattr(action, "deprecated"):
             deprecate(action, *old)
         if "--output" in action.option_strings and "-o" not in parser._option_string_actions:
-            action.option_strings = [*action.option_strings, "-o"]  # -o is --output in every command that writes one
+            action.option_strings = [
+                *action.option_strings,
+                "-o",
+            ]  # -o is --output in every command that writes one
             parser._option_string_actions["-o"] = action
 
 
