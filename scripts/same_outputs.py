@@ -17,6 +17,7 @@ Exit 0 when every common file is byte-identical, 1 otherwise.
 from __future__ import annotations
 
 import argparse
+import csv
 import hashlib
 import os
 import subprocess
@@ -53,6 +54,7 @@ def run_chain(tree: Path, out: Path, labelled: Path) -> None:
     albert("prepare", "--input", str(CORPUS), "--tokenizer", str(out / "vocab"), "--output", str(out / "shards"),
            "--max-seq-length", "64", "--seed", "1", "--workers", "1")  # fmt: skip
     albert("pretrain", "--recipe", "smoke", "--data-dir", str(out / "shards"), "--output", str(out / "pretrain"),
+           "--tokenizer", str(out / "vocab"),
            "--set", "run.max_steps=6", "run.fp32_linear=torch", "run.threads=1", "run.precision=fp32",
            "run.save_every=6", "run.eval_every=null", "run.seed=1")  # fmt: skip
     albert("finetune", "custom", "--train", str(labelled), "--model", str(out / "pretrain" / "model"),
@@ -85,9 +87,12 @@ def main() -> int:
         return 2
     tmp = Path(args.keep or tempfile.mkdtemp(prefix="same-outputs-"))
     tmp.mkdir(parents=True, exist_ok=True)
-    labelled = tmp / "polarity-200.csv"  # the first 200 rows, a header named text,label
-    rows = POLARITY.read_text(encoding="utf-8-sig").splitlines()[1:201]
-    labelled.write_text("text,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    labelled = tmp / "polarity-200.csv"  # 100 rows of each class, under a header label,text
+    with POLARITY.open(encoding="utf-8-sig", newline="") as f:
+        rows = [r for r in csv.reader(f) if len(r) == 2]
+    pick = [r for r in rows if r[0] == "1"][:100] + [r for r in rows if r[0] != "1"][:100]
+    with labelled.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows([["label", "text"], *([label, text.strip()] for label, text in pick)])
     results = {}
     trees = []
     try:
