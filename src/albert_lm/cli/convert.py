@@ -30,8 +30,6 @@ albert convert tf CKPT --output DIR [--config albert_config.json] [--tokenizer 3
 
 
 def _add_tf(p: argparse.ArgumentParser) -> None:
-    from albert_lm.model import HEADS
-
     p.add_argument(
         "checkpoint", metavar="CKPT_PREFIX_OR_DIR", help="checkpoint prefix, one of its files, or a directory"
     )
@@ -51,9 +49,10 @@ def _add_tf(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--head",
         default="auto",
-        choices=("auto", "none", *(h for h in HEADS if h is not None)),
-        help="which model to build (default auto: from the variables present; squad_v2 is the head of the "
-        "original run_squad_v2.py)",
+        metavar="HEAD",
+        help="which model to build: auto (default: from the variables present), none (the encoder), or a head "
+        "of the model's table (pretraining, mlm, classification, multiple_choice, question_answering, squad_v2: "
+        "the head of the original run_squad_v2.py, ...; a name it does not have is refused listing them)",
     )
     p.add_argument(
         "--allow-unused", action="store_true", help="log variables that match nothing instead of failing"
@@ -85,6 +84,9 @@ def _run_tf(args: argparse.Namespace) -> int:
     from albert_lm.convert.tf import convert_tf_checkpoint
     from albert_lm.model import HEADS
 
+    heads = ("auto", "none", *(h for h in HEADS if h is not None))
+    if args.head not in heads:  # checked here, not by argparse: the table imports torch, --help need not
+        raise ValueError(f"--head {args.head!r}: not one of {', '.join(heads)}")
     start = time.perf_counter()
     inputs = {"CHECKPOINT": args.checkpoint, "--model-config": args.config, "--tokenizer": args.tokenizer}
     with guard_output(args.output, inputs, args.overwrite):

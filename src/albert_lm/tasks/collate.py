@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:  # torch is imported where a batch is made: the command line's help does not need it
+    import torch
 
 Feature = dict[str, Any]
-Batch = dict[str, torch.Tensor]
+Batch = dict[str, "torch.Tensor"]
 
 #: keys of a feature that become tensors of the batch; anything else (example_index, offsets, ...) stays
 #: with the features and is not passed to the model.
@@ -103,6 +105,8 @@ def pad_features(
             mask[i, j, :n] = 1
     if not multi:
         ids, types, mask = ids[:, 0], types[:, 0], mask[:, 0]
+    import torch
+
     batch: Batch = {
         "input_ids": torch.from_numpy(ids),
         "token_type_ids": torch.from_numpy(types),
