@@ -8,9 +8,12 @@ import argparse
 import pytest
 from cli_parsers import all_parsers
 
+from albert_lm.tasks.registry import TASKS  # noqa: E402
+
 PARSERS = {p.name: p for p in all_parsers() if p.is_leaf()}
-FINETUNE = [f"finetune {t}" for t in ("glue", "custom", "race", "squad")]
-EVALUATE = [f"evaluate {t}" for t in ("glue", "custom", "race", "squad")]
+# every registered task kind has both commands: the lists come from the registry, not from this file
+FINETUNE = [f"finetune {t}" for t in TASKS]
+EVALUATE = [f"evaluate {t}" for t in TASKS]
 
 # concept -> (the flag, spellings it replaced or that would split it, the commands that must have it)
 CONCEPTS: dict[str, tuple[str, set[str], list[str]]] = {
@@ -229,3 +232,10 @@ def test_serve_errors_go_through_main(capsys, tmp_path) -> None:
     assert err.startswith("albert serve: error: ") and err.count("\n") == 1 and str(tmp_path) in err
     assert main(["serve"]) == 1
     assert capsys.readouterr().err == "albert serve: error: --model MODEL_DIR is required\n"
+
+
+def test_the_task_commands_are_the_registry() -> None:
+    """Each registered kind is a `finetune` and an `evaluate` subcommand, and no other subcommand exists."""
+    assert {n.removeprefix("albert ") for n in PARSERS if n.startswith("albert finetune ")} == set(FINETUNE)
+    assert {n.removeprefix("albert ") for n in PARSERS if n.startswith("albert evaluate ")} == set(EVALUATE)
+    assert "finetune ner" in FINETUNE  # the kind the hand-written lists had missed
