@@ -76,64 +76,11 @@ class Example:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# The task interface
-class Task(abc.ABC):
-    """What a fine-tuning task provides. See the module docstring for how the pieces are used."""
-
-    #: short name (``sst2``, ``custom``, ``race``, ``squad``)
-    name: str = "task"
-    #: head kind: ``classification`` | ``regression`` | ``multiple_choice`` | ``span``
-    kind: str = "classification"
-    #: metric names computed by `compute_metrics`; the task score (best-checkpoint selection) is their mean
-    metric_names: tuple[str, ...] = ("accuracy",)
-    #: the splits `read` accepts, the first labelled one after train used for dev
-    train_split: str = "train"
-    dev_splits: tuple[str, ...] = ("dev",)
-    test_splits: tuple[str, ...] = ()
-    #: the task.json kinds whose models this class (or the base that defines `from_info`) rebuilds
-    kinds: ClassVar[tuple[str, ...]] = ()
-    #: the heads (`albert_lm.model.HEADS` names) of this task's models, each with the outputs its
-    #: `postprocess` reads: what an exported graph returns, in this order (`albert_lm.infer.graph`)
-    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
-    #: the one line `albert finetune --help` / `albert evaluate --help` show for the task's command
-    cli_help: ClassVar[str] = ""
-
-    @classmethod
-    @abc.abstractmethod
-    def from_info(cls, info: Mapping[str, Any]) -> Task:
-        """The task a fine-tuned model was trained with, from its task.json (`info`), without data: what
-        `albert predict` needs (labels, head settings, thresholds chosen on dev)."""
-
-    @abc.abstractmethod
-    def read(self, split: str) -> list[Example]:
-        """The examples of a split; raises `TaskDataError` naming file and line on bad input."""
-
-    @abc.abstractmethod
-    def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
-        """Features for the model; each carries ``example_index`` (position in ``examples``)."""
-
-    @abc.abstractmethod
-    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
-        """The model with this task's head, the encoder loaded from a model directory (``init``); a head
-        that ``init`` lacks is freshly initialized, or with ``require_head`` (a fine-tuned model, for
-        prediction) an error (`albert_lm.convert.hf.CheckpointError`)."""
-
-    @abc.abstractmethod
-    def postprocess(
-        self,
-        outputs: Sequence[Mapping[str, np.ndarray]],
-        examples: Sequence[Example],
-        features: Sequence[Feature],
-    ) -> list[dict[str, Any]]:
-        """Per-example prediction records (JSON-serialisable, with ``guid``) from per-feature outputs."""
-
-    @abc.abstractmethod
-    def compute_metrics(
-        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]
-    ) -> dict[str, float]:
-        """Metrics of labelled examples; a pure function of its arguments (it changes neither the records
-        nor the task)."""
+class TaskAdapters(abc.ABC):
+    """How a task meets the world around training, with defaults a kind overrides where it has more to say:
+    `albert predict`'s input and output rows, the request fields of `albert serve`, labelled files for
+    `albert export onnx --calibrate-on`, its command line and preset, and leaderboard files. The core a kind
+    must write is `Task`'s: read, featurize, its head, postprocess and metrics."""
 
     @abc.abstractmethod
     def predict_examples(
@@ -194,6 +141,81 @@ class Task(abc.ABC):
         """`albert evaluate`'s answer without evaluating a model (GLUE: ``--task all``), or None."""
         return None
 
+    def writes_submission(self, split: str) -> bool:
+        """Whether `albert evaluate` writes this split with `write_test_predictions` too, beside its JSONL
+        predictions: only tasks with a leaderboard / official format (GLUE test splits, SQuAD) say yes."""
+        return False
+
+    def write_test_predictions(
+        self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
+    ) -> Path:
+        """Write a split's predictions; tasks with a leaderboard format override this."""
+        path = out_dir / f"{split}_predictions.jsonl"
+        write_jsonl(path, predictions)
+        return path
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The task interface
+class Task(TaskAdapters, abc.ABC):
+    """What a fine-tuning task kind provides: the core (`read`, `featurize`, `build_model`, `postprocess`,
+    `compute_metrics`, `from_info`) and, through `TaskAdapters`, how it meets prediction, serving and the
+    command line. See the module docstring for how the pieces are used."""
+
+    #: short name (``sst2``, ``custom``, ``race``, ``squad``)
+    name: str = "task"
+    #: head kind: ``classification`` | ``regression`` | ``multiple_choice`` | ``span``
+    kind: str = "classification"
+    #: metric names computed by `compute_metrics`; the task score (best-checkpoint selection) is their mean
+    metric_names: tuple[str, ...] = ("accuracy",)
+    #: the splits `read` accepts, the first labelled one after train used for dev
+    train_split: str = "train"
+    dev_splits: tuple[str, ...] = ("dev",)
+    test_splits: tuple[str, ...] = ()
+    #: the task.json kinds whose models this class (or the base that defines `from_info`) rebuilds
+    kinds: ClassVar[tuple[str, ...]] = ()
+    #: the heads (`albert_lm.model.HEADS` names) of this task's models, each with the outputs its
+    #: `postprocess` reads: what an exported graph returns, in this order (`albert_lm.infer.graph`)
+    head_outputs: ClassVar[dict[str, tuple[str, ...]]] = {}
+    #: the one line `albert finetune --help` / `albert evaluate --help` show for the task's command
+    cli_help: ClassVar[str] = ""
+
+    @classmethod
+    @abc.abstractmethod
+    def from_info(cls, info: Mapping[str, Any]) -> Task:
+        """The task a fine-tuned model was trained with, from its task.json (`info`), without data: what
+        `albert predict` needs (labels, head settings, thresholds chosen on dev)."""
+
+    @abc.abstractmethod
+    def read(self, split: str) -> list[Example]:
+        """The examples of a split; raises `TaskDataError` naming file and line on bad input."""
+
+    @abc.abstractmethod
+    def featurize(self, examples: Sequence[Example], tokenizer: Any, max_length: int) -> list[Feature]:
+        """Features for the model; each carries ``example_index`` (position in ``examples``)."""
+
+    @abc.abstractmethod
+    def build_model(self, init: str | Path, *, require_head: bool = False, **config_overrides: Any) -> Any:
+        """The model with this task's head, the encoder loaded from a model directory (``init``); a head
+        that ``init`` lacks is freshly initialized, or with ``require_head`` (a fine-tuned model, for
+        prediction) an error (`albert_lm.convert.hf.CheckpointError`)."""
+
+    @abc.abstractmethod
+    def postprocess(
+        self,
+        outputs: Sequence[Mapping[str, np.ndarray]],
+        examples: Sequence[Example],
+        features: Sequence[Feature],
+    ) -> list[dict[str, Any]]:
+        """Per-example prediction records (JSON-serialisable, with ``guid``) from per-feature outputs."""
+
+    @abc.abstractmethod
+    def compute_metrics(
+        self, predictions: Sequence[Mapping[str, Any]], examples: Sequence[Example]
+    ) -> dict[str, float]:
+        """Metrics of labelled examples; a pure function of its arguments (it changes neither the records
+        nor the task)."""
+
     def apply_metrics(
         self, predictions: Sequence[Mapping[str, Any]], metrics: Mapping[str, float]
     ) -> list[dict[str, Any]]:
@@ -221,19 +243,6 @@ class Task(abc.ABC):
     def score(self, metrics: Mapping[str, float]) -> float:
         """One number to select the best checkpoint: the mean of the task's metrics (GLUE convention)."""
         return M.task_score(metrics, self.metric_names)
-
-    def writes_submission(self, split: str) -> bool:
-        """Whether `albert evaluate` writes this split with `write_test_predictions` too, beside its JSONL
-        predictions: only tasks with a leaderboard / official format (GLUE test splits, SQuAD) say yes."""
-        return False
-
-    def write_test_predictions(
-        self, split: str, predictions: Sequence[Mapping[str, Any]], out_dir: Path
-    ) -> Path:
-        """Write a split's predictions; tasks with a leaderboard format override this."""
-        path = out_dir / f"{split}_predictions.jsonl"
-        write_jsonl(path, predictions)
-        return path
 
 
 def write_jsonl(path: Path, records: Sequence[Mapping[str, Any]]) -> None:
