@@ -73,29 +73,19 @@ def resolve_config(preset: Any, args: argparse.Namespace) -> Any:
     its warmup steps, unless ``warmup_steps`` is given); ``warmup_fraction`` given without
     ``warmup_steps`` wins over the preset's warmup steps (RACE's preset has 1000, which silently overrode
     a given fraction)."""
+    from albert_lm.cli.options import resolve_settings
     from albert_lm.finetune.config import SECTIONS
-    from albert_lm.train.settings import apply_dict, load_config_file, parse_assignments
 
-    sources: list[tuple[str, dict[str, Any]]] = []
-    if getattr(args, "config", None):
-        sources.append((args.config, load_config_file(args.config)))
-    sources.append(("flags", flat_values(args)))
-    sources.append(("--set", parse_assignments(getattr(args, "set", None) or [])))
-    given: dict[str, dict[str, Any]] = {}
-    for _, raw in sources:
-        for section, values in raw.items():
-            if isinstance(values, dict):
-                given.setdefault(section, {}).update(values)
-    schedule = given.get("schedule", {})
-    derived: dict[str, Any] = {}
-    if "epochs" in given.get("finetune", {}) and schedule.get("train_steps") is None:
-        derived = {"train_steps": None, "warmup_steps": schedule.get("warmup_steps")}
-    if "warmup_fraction" in schedule:
-        derived.setdefault("warmup_steps", schedule.get("warmup_steps"))
-    cfg = preset
-    for source, raw in [*sources, ("flags", {"schedule": derived} if derived else {})]:
-        cfg = apply_dict(cfg, raw, source, SECTIONS)
-    return cfg
+    def derive(given: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        schedule = given.get("schedule", {})
+        derived: dict[str, Any] = {}
+        if "epochs" in given.get("finetune", {}) and schedule.get("train_steps") is None:
+            derived = {"train_steps": None, "warmup_steps": schedule.get("warmup_steps")}
+        if "warmup_fraction" in schedule:
+            derived.setdefault("warmup_steps", schedule.get("warmup_steps"))
+        return {"schedule": derived} if derived else {}
+
+    return resolve_settings(preset, args, SECTIONS, derive=derive)
 
 
 def task_class(name: str) -> Any:

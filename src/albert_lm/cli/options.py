@@ -150,6 +150,44 @@ def flat_values(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     return out
 
 
+def resolve_settings(
+    base: Any,
+    args: argparse.Namespace,
+    sections: dict[str, type],
+    *,
+    flags: dict[str, dict[str, Any]] | None = None,
+    derive: Any = None,
+    apply: Any = None,
+) -> Any:
+    """The one resolver of every command with settings (``albert pretrain``, ``albert finetune``): ``base``
+    (a recipe or a task's preset, already built), then ``--config FILE``, then the flags, then ``--set``,
+    the later winning (``null`` included). ``derive(given)``: settings that follow from what was given
+    (``{section: {field: value}}``, applied last, as flags); ``flags``: the flags' values when the command
+    adds its own (default: `flat_values`); ``apply(cfg, raw, source)``: how a source is applied (default
+    `albert_lm.train.settings.apply_dict` over ``sections``; pretraining's also reads a run_config.json).
+
+    Raises:
+        ConfigError: naming the source (the file, ``flags``, ``--set``) and the field.
+    """
+    from albert_lm.train.settings import apply_dict, load_config_file, parse_assignments
+
+    sources: list[tuple[str, dict[str, Any]]] = []
+    if getattr(args, "config", None):
+        sources.append((args.config, load_config_file(args.config)))
+    sources.append(("flags", flat_values(args) if flags is None else flags))
+    sources.append(("--set", parse_assignments(getattr(args, "set", None) or [])))
+    given: dict[str, dict[str, Any]] = {}
+    for _, raw in sources:
+        for section, values in raw.items():
+            if isinstance(values, dict):
+                given.setdefault(section, {}).update(values)
+    cfg = base
+    for source, raw in [*sources, ("flags", derive(given) if derive else {})]:
+        if raw:
+            cfg = apply(cfg, raw, source) if apply else apply_dict(cfg, raw, source, sections)
+    return cfg
+
+
 def add_config_arguments(parser: argparse.ArgumentParser) -> None:
     """``--config FILE``, ``--set SECTION.FIELD=VALUE ...`` and ``--print-config``: the same in `albert
     pretrain` and `albert finetune` (docs/cli.md)."""

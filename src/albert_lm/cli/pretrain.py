@@ -95,22 +95,19 @@ def resolve(args: argparse.Namespace) -> Any:
     """The PretrainConfig described by recipe / config file / resume dir / flags."""
     from pathlib import Path
 
-    from albert_lm.cli.options import flat_values
-    from albert_lm.pretrain.config import PretrainConfig, apply_dict, recipe
-    from albert_lm.train.settings import load_config_file, parse_assignments
+    from albert_lm.cli.options import flat_values, resolve_settings
+    from albert_lm.pretrain.config import SECTIONS, PretrainConfig, apply_dict, recipe
+    from albert_lm.train.settings import load_config_file
 
     cfg = recipe(args.recipe) if args.recipe else PretrainConfig()
     if isinstance(args.resume, str) and not args.recipe and not args.config:
         saved = Path(args.resume) / "run_config.json"
-        if saved.exists():
+        if saved.exists():  # the run's own settings are the base of its resume
             cfg = apply_dict(cfg, load_config_file(saved), str(saved))
-    if args.config:
-        cfg = apply_dict(cfg, load_config_file(args.config), args.config)
     flags = flat_values(args)
     if isinstance(args.resume, str):
         flags.setdefault("run", {})["output"] = args.resume
-    cfg = apply_dict(cfg, flags, "flags")
-    cfg = apply_dict(cfg, parse_assignments(args.set), "--set")
+    cfg = resolve_settings(cfg, args, SECTIONS, flags=flags, apply=apply_dict)
     cfg.validate()
     return cfg
 

@@ -57,7 +57,7 @@ class UnknownNameError(KeyError):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Examples and hyperparameters
+# Examples
 @dataclass
 class Example:
     """One item as read from disk.
