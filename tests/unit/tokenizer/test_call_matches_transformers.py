@@ -52,12 +52,12 @@ def toks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         import tokenizer_support
 
         d = tokenizer_support.train_test_vocab(tmp_path_factory.getbasetemp())
+    if int(transformers.__version__.split(".")[0]) >= 5:  # the 4.x run (make test) compares both
+        pytest.skip("transformers 5 has no slow (Python) tokenizers, half of this file's reference")
     fast = transformers.AutoTokenizer.from_pretrained(str(d))
     if request.param == "wordpiece":
         slow = transformers.AutoTokenizer.from_pretrained(str(d), use_fast=False)
     else:  # our SentencePiece directory names the generic fast class; the slow one is asked for by name
-        if int(transformers.__version__.split(".")[0]) >= 5:
-            pytest.skip("transformers 5 has no SentencePiece-based (slow) AlbertTokenizer")
         slow = transformers.AlbertTokenizer.from_pretrained(str(d))
     assert fast.is_fast and not slow.is_fast
     return load_tokenizer(d), fast, slow
