@@ -27,7 +27,7 @@ Unlabelled splits get predictions only."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert_lm.cli.options import add_backend_flag, add_subcommands, runs
+    from albert_lm.cli.options import add_inference_flags, add_subcommands, runs
     from albert_lm.tasks.registry import TASKS
 
     sub = add_subcommands(parser, "TASK")
@@ -39,20 +39,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         p.add_argument("--split", default="dev", help="split to evaluate (default: dev)")
         p.add_argument("--output", type=Path, help="predictions file (default: MODEL/eval/<split>.jsonl)")
-        p.add_argument("--batch-size", type=int, default=64, help="examples per forward pass (default 64)")
-        p.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
-        p.add_argument("--device", help="cpu | cuda (default: a GPU when there is one)")
-        add_backend_flag(p)
-        p.add_argument(
-            "--int8", action="store_true", help="int8 weights (torch.ao dynamic / model.int8.onnx)"
-        )
-        p.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
+        add_inference_flags(p)
         cls.cli_arguments(p, "evaluate")
 
 
 def _run_task(args: argparse.Namespace) -> int:
     from albert_lm._locks import guard_output
     from albert_lm.cli.finetune import task_class
+    from albert_lm.cli.options import inference_settings
     from albert_lm.finetune.rundir import load_finetuned
     from albert_lm.infer.predictor import Predictor
     from albert_lm.runtime.device import default_device
@@ -65,10 +59,9 @@ def _run_task(args: argparse.Namespace) -> int:
     if summary is not None:  # e.g. `evaluate glue --task all`: a summary of finished runs
         print(json.dumps(summary, indent=2))
         return 0
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
+    run = inference_settings(args)  # checked before anything is read
     # the model as fine-tuned (task.json: its task, settings and sequence length), the data from args
-    tuned = load_finetuned(args.model, args.checkpoint, args.max_seq_length)
+    tuned = load_finetuned(args.model, args.checkpoint, run.max_seq_length)
     task, _ = task_class(args.task_kind).cli_task(args, tuned.info)
     if task.kind != tuned.task.kind:
         raise ModelDirError(
@@ -76,16 +69,14 @@ def _run_task(args: argparse.Namespace) -> int:
         )
     examples = require_examples(task, args.split, task.read(args.split))  # no metric of nothing, exit 0
     features = task.featurize(examples, tuned.tokenizer, tuned.max_seq_length)
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads: must be at least 1, got {args.threads}")
     predictor = Predictor.load(  # refuses a model without its task head
         tuned.model_dir,
-        backend=args.backend,
-        int8=args.int8,
-        threads=args.threads,
+        backend=run.backend,
+        int8=run.int8,
+        threads=run.threads,
         max_seq_length=tuned.max_seq_length,
-        batch_size=args.batch_size,
-        device=default_device(args.device, args.backend, args.int8),
+        batch_size=run.eval_batch_size,
+        device=default_device(run.device, run.backend, run.int8),
     )
     t0 = time.perf_counter()
     res = evaluate(
@@ -94,7 +85,7 @@ def _run_task(args: argparse.Namespace) -> int:
         features,
         predictor.predict_fn,
         split=args.split,
-        batch_size=args.batch_size,
+        batch_size=run.eval_batch_size,
         pad_id=pad_id_of(tuned.tokenizer),
     )
     seconds = time.perf_counter() - t0

@@ -65,7 +65,7 @@ def add_dataclass_flags(
         base, optional = split_optional(tp)
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = (docs.get(f.name) or f.name.replace("_", " ")) + (
-            f" (default: {default})" if show_defaults and f.default is not dataclasses.MISSING else ""
+            f" (default: {default})" if show_defaults and f.default not in (dataclasses.MISSING, None) else ""
         )
         # dotted (albert pretrain): VALUE reads as in --set and the config file (``null``, ``"text"``), and
         # a bool flag takes an optional value (``--run.compile``, ``--run.compile false``)
@@ -336,20 +336,34 @@ def from_positional(args: argparse.Namespace, dest: str, flag: str, what: str) -
         raise ValueError(f"{flag} {what} is required")
 
 
-DEVICE_HELP = "cpu | cuda | cuda:N (default: a GPU when there is one)"
+def add_inference_flags(parser: Any, exclude: tuple[str, ...] = ()) -> None:
+    """The flags of `albert_lm.infer.settings.InferenceSettings` (``--eval-batch-size``, ``--max-seq-length``,
+    ``--device``, ``--backend``, ``--int8``, ``--threads``), the same in evaluate, predict and serve; the old
+    ``--batch-size`` of these commands (a forward batch, where finetune's is an optimizer step's) is a
+    deprecated spelling of ``--eval-batch-size``. ``exclude``: fields a command sets otherwise (serve: its
+    micro-batcher's ``--max-batch`` is the forward batch)."""
+    from albert_lm.infer.settings import BACKENDS, InferenceSettings
+
+    group = parser.add_argument_group("inference")
+    add_dataclass_flags(group, InferenceSettings, exclude=exclude)
+    for action in parser._actions:
+        if "--eval-batch-size" in action.option_strings:
+            action.option_strings = [*action.option_strings, "--batch-size"]
+            parser._option_string_actions["--batch-size"] = action
+            deprecate(action, "--batch-size")
+        if "--backend" in action.option_strings:
+            action.choices = BACKENDS
 
 
-BACKEND_HELP = (
-    "auto (default): on the CPU, the faster of PyTorch and ONNX Runtime for this model and machine that "
-    "gives PyTorch's answers, measured once on a probe batch and cached (elsewhere PyTorch); torch: "
-    "PyTorch; onnx: ONNX Runtime (a model directory without an export is exported first)"
-)
+def inference_settings(args: argparse.Namespace) -> Any:
+    """The `InferenceSettings` of the flags given (the rest at their defaults).
 
+    Raises:
+        ValueError: a value out of range, naming its flag.
+    """
+    from albert_lm.infer.settings import InferenceSettings
 
-def add_backend_flag(parser: Any) -> None:
-    """``--backend auto|torch|onnx`` (`albert_lm.infer.backend`), the same for predict, serve and evaluate.
-    The choices are spelled out: importing them would import torch at ``--help``."""
-    parser.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto", help=BACKEND_HELP)
+    return InferenceSettings(**given_values(args, InferenceSettings))
 
 
 class MissingExtra(ImportError):

@@ -45,7 +45,7 @@ ends the command quietly with status 141, as SIGPIPE would."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert_lm.cli.options import add_backend_flag
+    from albert_lm.cli.options import add_inference_flags
 
     parser.add_argument("--model", required=True, help="fine-tuning run directory or model directory")
     parser.add_argument(
@@ -66,23 +66,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pair-field", help="JSONL field with the second text (default: the training column or 'text_pair')"
     )
     parser.add_argument("--output", default="-", help="output JSONL file (default: stdout)")
-    parser.add_argument(
-        "--batch-size", type=int, default=64, help="inputs per model call (length-sorted within a chunk)"
-    )
-    parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
-    add_backend_flag(parser)
-    parser.add_argument(
-        "--int8",
-        action="store_true",
-        help="int8 weights: torch.ao dynamic quantization (CPU) / model.int8.onnx; with --backend auto the "
-        "faster of the two here",
-    )
-    parser.add_argument(
-        "--threads", type=int, help="threads of the backend and the tokenizer (default: the libraries' own)"
-    )
-    parser.add_argument(
-        "--device", help="torch backend: cpu | cuda (default: a GPU when there is one; the CPU with --int8)"
-    )
+    add_inference_flags(parser)
 
 
 EMPTY_INPUT = "empty input"
@@ -290,7 +274,7 @@ def write_predictions(predictor: Any, lines: InputLines, args: argparse.Namespac
     # a pause of the input cuts a chunk short for a reader waiting on stdout; --output waits for the end
     ready = lines.ready if out is sys.stdout else lambda: True
     count = 0
-    for chunk in chunks(numbered, READ_AHEAD_BATCHES * args.batch_size, ready):
+    for chunk in chunks(numbered, READ_AHEAD_BATCHES * args.inference.eval_batch_size, ready):
         rows = chunk_rows(predictor, chunk, source, args.text_field, args.pair_field)
         out.write("".join(json_text(r, f"{source}:{r.get('line', '?')}") + "\n" for r in rows))
         out.flush()
@@ -306,20 +290,20 @@ def load_predictor(args: argparse.Namespace) -> Any:
     from albert_lm.infer.predictor import Predictor
     from albert_lm.runtime.device import default_device
 
-    device = default_device(args.device, args.backend, args.int8)
+    device = default_device(args.inference.device, args.inference.backend, args.inference.int8)
     try:
         return Predictor.load(
             args.model,
-            backend=args.backend,
-            int8=args.int8,
+            backend=args.inference.backend,
+            int8=args.inference.int8,
             checkpoint=args.checkpoint,
-            threads=args.threads,
-            max_seq_length=args.max_seq_length,
-            batch_size=args.batch_size,
+            threads=args.inference.threads,
+            max_seq_length=args.inference.max_seq_length,
+            batch_size=args.inference.eval_batch_size,
             device=device,
         )
     except ImportError as e:
-        if args.backend != "onnx":  # auto: a backend that cannot load is not a candidate
+        if args.inference.backend != "onnx":  # auto: a backend that cannot load is not a candidate
             raise
         raise ValueError(f"--backend onnx: {e.name or e} is missing; pip install 'albert-lm[onnx]'") from e
 
@@ -327,12 +311,10 @@ def load_predictor(args: argparse.Namespace) -> Any:
 def run(args: argparse.Namespace) -> int:
     from albert_lm._io import atomic_write
     from albert_lm._locks import check_overwrite_inputs, lock_output
+    from albert_lm.cli.options import inference_settings
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
-    if args.batch_size < 1:
-        raise ValueError(f"--batch-size: must be at least 1, got {args.batch_size}")
-    if args.threads is not None and args.threads < 1:
-        raise ValueError(f"--threads: must be at least 1, got {args.threads}")
+    args.inference = inference_settings(args)  # checked before anything is read
     if args.output != "-":
         check_overwrite_inputs(args.output, {"--input": args.input}, whole_dir=False)  # never the input
     held = lock_output(args.output) if args.output != "-" else contextlib.nullcontext()  # one writer

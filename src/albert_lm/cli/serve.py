@@ -19,27 +19,19 @@ request's order. GET /health, GET /info, GET /docs (OpenAPI). Concurrent request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from albert_lm.cli.options import DEVICE_HELP, add_backend_flag, add_dataclass_flags, add_model_flag
+    from albert_lm.cli.options import add_dataclass_flags, add_inference_flags, add_model_flag
     from albert_lm.serve.config import ServeConfig
 
     add_model_flag(parser, "run directory, model directory or ONNX directory", positional=True)
-    add_backend_flag(parser)
-    parser.add_argument(
-        "--int8",
-        action="store_true",
-        help="int8 weights (torch.ao dynamic / model.int8.onnx; --backend auto: the faster here)",
-    )
-    parser.add_argument("--threads", type=int, help="intra-op threads of the backend (default: its own)")
     parser.add_argument(
         "--checkpoint", choices=("best", "last"), default="best", help="which checkpoint of a run"
     )
-    parser.add_argument("--max-seq-length", type=int, help="default: the value the model was fine-tuned with")
-    parser.add_argument("--device", help=f"torch backend: {DEVICE_HELP}; the CPU with --int8")
+    add_inference_flags(parser, exclude=("eval_batch_size",))  # the forward batch is --max-batch
     add_dataclass_flags(parser.add_argument_group("server"), ServeConfig)
 
 
 def run(args: argparse.Namespace) -> int:
-    from albert_lm.cli.options import MissingExtra, from_positional, given_values
+    from albert_lm.cli.options import MissingExtra, from_positional, given_values, inference_settings
     from albert_lm.infer.predictor import Predictor
     from albert_lm.runtime.device import default_device
     from albert_lm.serve.app import model_thread, run_server
@@ -48,21 +40,22 @@ def run(args: argparse.Namespace) -> int:
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     from_positional(args, "model", "--model", "MODEL_DIR")
     config = ServeConfig(**given_values(args, ServeConfig))
+    run = inference_settings(args)
     executor = model_thread()  # loads the model and runs it (see there why one thread)
     try:
         predictor = executor.submit(
             Predictor.load,
             args.model,
-            backend=args.backend,
-            int8=args.int8,
+            backend=run.backend,
+            int8=run.int8,
             checkpoint=args.checkpoint,
-            threads=args.threads,
-            max_seq_length=args.max_seq_length,
+            threads=run.threads,
+            max_seq_length=run.max_seq_length,
             batch_size=config.max_batch,
-            device=default_device(args.device, args.backend, args.int8),
+            device=default_device(run.device, run.backend, run.int8),
         ).result()
     except ImportError as e:
-        extra = "onnx" if args.backend == "onnx" else "serve"
+        extra = "onnx" if run.backend == "onnx" else "serve"
         raise MissingExtra(f"{e.name or e} is missing; pip install 'albert-lm[{extra}]'") from e
     try:
         run_server(predictor, config, executor)

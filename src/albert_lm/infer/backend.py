@@ -42,11 +42,11 @@ import numpy as np
 
 from albert_lm._io import atomic_write_json
 from albert_lm.data.shards import sha256_file
+from albert_lm.infer.settings import BACKENDS
 from albert_lm.tasks.base import ModelDirError, PredictFn
 
 logger = logging.getLogger(__name__)
 
-BACKEND_CHOICES = ("auto", "torch", "onnx")
 """The values of ``--backend``: ``auto`` measures, the others are taken as given."""
 PROBE_SHAPE = (1, 128)
 """(sequences, tokens) of the probe batch; tokens are capped at the model's sequence length."""
@@ -269,7 +269,7 @@ class ChoiceCache:
 
     def get(self, key: str) -> dict[str, Any] | None:
         entry = self._read().get(key)
-        ok = isinstance(entry, dict) and entry.get("backend") in BACKEND_CHOICES[1:]
+        ok = isinstance(entry, dict) and entry.get("backend") in BACKENDS[1:]
         return entry if ok else None
 
     def put(self, key: str, entry: dict[str, Any]) -> None:

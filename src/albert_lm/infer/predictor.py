@@ -29,13 +29,13 @@ from typing import Any
 from albert_lm.finetune.rundir import FineTuned, load_finetuned
 from albert_lm.infer.backend import auto_predict_fn, onnx_session
 from albert_lm.infer.runners import featurize, load_torch_model, ort_predict_fn, torch_predict_fn
+from albert_lm.infer.settings import BACKENDS
 from albert_lm.tasks.base import Example, ModelDirError, PredictFn
 from albert_lm.tasks.evaluate import predict as run_batches
 from albert_lm.tasks.inputs import pad_id_of
 
 logger = logging.getLogger(__name__)
 
-BACKENDS = ("auto", "torch", "onnx")
 CALL_COST_TOKENS = 32
 """What a model call costs beyond its tokens, in tokens: the batches are cut where that is cheapest
 (`albert_lm.tasks.collate.cheapest_batches`). albert-base in fp32 on a CPU (one thread, beside another job): a call of

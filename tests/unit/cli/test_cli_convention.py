@@ -154,9 +154,26 @@ def test_one_device_default() -> None:
 
 
 def test_one_backend_default() -> None:
+    """The inference flags are one dataclass's fields (`InferenceSettings`): one default, one choice list."""
+    from albert_lm.infer.settings import BACKENDS, InferenceSettings
+
+    assert InferenceSettings().backend == "auto" and BACKENDS == ("auto", "torch", "onnx")
     for name in [*EVALUATE, "predict", "serve"]:
         action = PARSERS[f"albert {name}"].options()["--backend"]
-        assert action.default == "auto" and list(action.choices) == ["auto", "torch", "onnx"], name
+        assert action.dest == "backend" and list(action.choices) == list(BACKENDS), name
+
+
+def test_the_inference_batch_is_eval_batch_size() -> None:
+    """A forward batch is --eval-batch-size in evaluate and predict, as in fine-tuning's dev evaluation (its
+    old --batch-size there, an optimizer step's batch in finetune, is a deprecated spelling), with one
+    default, fine-tuning's run.eval_batch_size."""
+    from albert_lm.infer.settings import InferenceSettings
+    from albert_lm.train.settings import RunSettings
+
+    assert InferenceSettings().eval_batch_size == RunSettings().eval_batch_size == 64
+    for name in [*EVALUATE, "predict"]:
+        action = PARSERS[f"albert {name}"].options()["--eval-batch-size"]
+        assert action.dest == "eval_batch_size" and "--batch-size" in getattr(action, "deprecated", ()), name
 
 
 def test_no_positional_model_or_output() -> None:

@@ -234,7 +234,8 @@ def test_int8_gives_the_fp32_labels_with_close_probabilities(
     ("flags", "message"),
     [
         (["--threads", "0"], "--threads: must be at least 1, got 0"),
-        (["--batch-size", "0"], "--batch-size: must be at least 1, got 0"),
+        (["--eval-batch-size", "0"], "--eval-batch-size: must be at least 1, got 0"),
+        (["--batch-size", "0"], "--eval-batch-size: must be at least 1, got 0"),  # the old spelling
         (["--backend", "onnx", "--device", "cuda"], "--device cuda: the onnx backend runs on the CPU"),
         (["--int8", "--device", "cuda"], "int8 runs on the CPU only, not on cuda"),
     ],
