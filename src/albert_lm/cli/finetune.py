@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from albert_lm.cli.options import (
@@ -111,7 +112,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             metavar="MODEL_DIR",
             help="model directory to start from (ours, HF ALBERT, HF BERT)",
         )
-        add_flat_flags(p, {"output": SHARED_FLAGS["output"]}, SECTIONS, required=("output",))
+        add_flat_flags(p, {"output": SHARED_FLAGS["output"]}, SECTIONS)  # or --resume RUN_DIR
         p.add_argument(
             "--random-init",
             action="store_true",
@@ -127,7 +128,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         )
         again = r.add_mutually_exclusive_group()
         again.add_argument(
-            "--resume", action="store_true", help="continue the run in --output from its last checkpoint"
+            "--resume",
+            nargs="?",
+            const=True,
+            default=None,
+            metavar="RUN_DIR",
+            help="continue the run in --output (or in RUN_DIR, as albert pretrain --resume RUN_DIR) from its "
+            "last checkpoint",
         )
         again.add_argument(
             "--overwrite",
@@ -148,9 +155,9 @@ def _run_task(args: argparse.Namespace) -> int:
 
     # errors are raised: `albert_lm.cli.main` prints them as one line and exits 1
     _check_run_flags(args)
-    output = flat_values(args)["run"]["output"]
+    output = _output(args)
     if not args.print_config:  # before reading any data
-        check_output_dir(output, resume=args.resume, overwrite=args.overwrite, init=args.init)
+        check_output_dir(output, resume=bool(args.resume), overwrite=args.overwrite, init=args.init)
     # --print-config shows a preset even where it does not fit --init (e.g. a longer max_seq_length)
     model_config = None if args.print_config else read_model_config(args.init)
     # The flags first, over the defaults: building the task may read the training file (custom data
@@ -170,7 +177,7 @@ def _run_task(args: argparse.Namespace) -> int:
         cfg,
         train_limit=args.train_limit,
         predict_test=not args.no_test,
-        resume=args.resume,
+        resume=bool(args.resume),
         overwrite=args.overwrite,
         random_init=args.random_init,
     )
@@ -212,6 +219,23 @@ def _validate(cfg: Any, model_config: Any) -> None:
         if not e.problems:
             raise
         raise ConfigError([(flag_of(n), why) for n, why in e.problems]) from None
+
+
+def _output(args: argparse.Namespace) -> str:
+    """The run directory: ``--output``, or ``--resume RUN_DIR`` (the same directory if both are given).
+
+    Raises:
+        ValueError: neither given, or two different directories.
+    """
+    given = flat_values(args).get("run", {}).get("output")
+    resumed = args.resume if isinstance(args.resume, str) else None
+    if given is None and resumed is None:
+        raise ValueError("--output: the run directory is required (or --resume RUN_DIR to continue one)")
+    if given is not None and resumed is not None and Path(given).resolve() != Path(resumed).resolve():
+        raise ValueError(f"--output {given} and --resume {resumed}: two run directories; give one")
+    out = str(given if given is not None else resumed)
+    setattr(args, "flag:run.output", out)  # the resolved configuration records it
+    return out
 
 
 def _check_run_flags(args: argparse.Namespace) -> None:

@@ -256,3 +256,19 @@ def test_the_task_commands_are_the_registry() -> None:
     assert {n.removeprefix("albert ") for n in PARSERS if n.startswith("albert finetune ")} == set(FINETUNE)
     assert {n.removeprefix("albert ") for n in PARSERS if n.startswith("albert evaluate ")} == set(EVALUATE)
     assert "finetune ner" in FINETUNE  # the kind the hand-written lists had missed
+
+
+def test_resume_is_the_same_flag_in_pretrain_and_finetune(tmp_path, capsys) -> None:
+    """``--resume [RUN_DIR]`` in both workflows: a switch that continues --output, or the run directory
+    itself; finetune needs one of --output / --resume RUN_DIR, and refuses two different ones."""
+    from albert_lm.cli.main import main
+
+    for name in ["pretrain", *FINETUNE]:
+        action = PARSERS[f"albert {name}"].options()["--resume"]
+        assert action.nargs == "?" and action.const is True and action.metavar == "RUN_DIR", name
+    base = ["finetune", "custom", "--model", str(tmp_path / "m"), "--train", str(tmp_path / "t.csv")]
+    assert main(base) == 1
+    assert "--output: the run directory is required (or --resume RUN_DIR" in capsys.readouterr().err
+    assert main([*base, "--output", str(tmp_path / "a"), "--resume", str(tmp_path / "b")]) == 1
+    assert "two run directories; give one" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
