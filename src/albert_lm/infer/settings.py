@@ -33,12 +33,11 @@ class InferenceSettings:
     """intra-op threads of the backend (and of predict's tokenizer; default: the libraries' own)"""
 
     def __post_init__(self) -> None:
-        """Checked once, at the boundary: one line naming the flag."""
+        """Checked once, at the boundary: one line naming the flag (``max_seq_length`` is checked against the
+        model's position table when it loads: `albert_lm.finetune.rundir.load_finetuned`)."""
         if self.eval_batch_size < 1:
             raise ValueError(f"--eval-batch-size: must be at least 1, got {self.eval_batch_size}")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"--threads: must be at least 1, got {self.threads}")
-        if self.max_seq_length is not None and self.max_seq_length < 3:
-            raise ValueError(f"--max-seq-length: must be at least 3, got {self.max_seq_length}")
         if self.backend not in BACKENDS:
             raise ValueError(f"--backend: one of {', '.join(BACKENDS)}, got {self.backend!r}")

@@ -78,7 +78,15 @@ def test_predict_writes_no_nan_line(monkeypatch: pytest.MonkeyPatch) -> None:
         return [{"line": n, "probabilities": {"neg": NAN}} for n, _ in chunk]
 
     monkeypatch.setattr(predict, "chunk_rows", rows)
-    args = argparse.Namespace(input="-", format="text", batch_size=2, text_field="text", pair_field=None)
+    from albert_lm.infer.settings import InferenceSettings
+
+    args = argparse.Namespace(
+        input="-",
+        format="text",
+        inference=InferenceSettings(eval_batch_size=2),
+        text_field="text",
+        pair_field=None,
+    )
     out = io.StringIO()
     with pytest.raises(NonFiniteJsonError, match=r"^<stdin>:1: probabilities\.neg is not a finite number"):
         predict.write_predictions(object(), Lines([b"good film\n"]), args, out)
